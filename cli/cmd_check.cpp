@@ -1,0 +1,112 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+
+namespace dtplan::cli {
+
+static std::string human(int64_t n) {
+  const double v = static_cast<double>(n);
+  if (v >= 1e9) return fmt::format("{:.3f} B", v / 1e9);
+  if (v >= 1e6) return fmt::format("{:.2f} M", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.1f} K", v / 1e3);
+  return fmt::format("{}", n);
+}
+
+void register_check(CLI::App& app, CommandContext& ctx) {
+  auto* cmd = app.add_subcommand(
+      "check", "Validate a model (and a cluster and plan when given) and print the derived counts");
+  static SpecOptions spec;
+  static PlanOptions plan;
+  static bool json = false;
+  add_spec_options(*cmd, spec);
+  add_plan_options(*cmd, plan);
+  cmd->add_flag("--json", json, "Machine-readable output");
+  cmd->callback([&ctx, cmd] {
+    const bool with_cluster = cmd->count("--cluster") + cmd->count("--gpus") > 0;
+    ModelSpec m = load_model(spec.model);
+    ParamCounts c = count_params(m);
+    nlohmann::json j;
+    j["model"] = {{"name", m.name},         {"file", m.file},
+                  {"layers", m.layers},     {"hidden", m.hidden},
+                  {"heads", m.heads},       {"kv_heads", m.kv_heads},
+                  {"head_dim", m.head_dim}, {"moe_layers", m.moe_layer_count()}};
+    j["params"] = {{"embedding", c.embedding},
+                   {"position", c.position},
+                   {"output", c.output},
+                   {"attention", c.attention},
+                   {"dense_mlp", c.dense_mlp},
+                   {"routed_experts", c.routed_experts},
+                   {"shared_experts", c.shared_experts},
+                   {"router", c.router},
+                   {"norms", c.norms},
+                   {"mtp", c.mtp},
+                   {"total", c.total()},
+                   {"active", c.active()}};
+    std::vector<Violation> violations;
+    std::optional<Resolved> r;
+    if (with_cluster) {
+      r = resolve(spec, plan, violations);
+      j["cluster"] = {{"profile", r->cluster.profile.name},
+                      {"gpus", r->cluster.num_gpus},
+                      {"nodes", r->cluster.nodes()}};
+      j["plan"] = {{"layout", r->plan.describe()}, {"valid", violations.empty()}};
+      nlohmann::json vs = nlohmann::json::array();
+      for (const auto& v : violations) vs.push_back({{"flag", v.flag}, {"reason", v.reason}});
+      j["plan"]["violations"] = vs;
+    }
+    if (json) {
+      fmt::print("{}\n", j.dump(2));
+    } else {
+      fmt::print("model {} ({}) from {}\n", m.name, m.display_name, m.file);
+      fmt::print("  {} layers, hidden {}, {} heads ({} KV, head dim {}), FFN {} {}, vocab {}{}\n",
+                 m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn_hidden,
+                 to_string(m.ffn_act), m.vocab, m.tied_embeddings ? ", tied embeddings" : "");
+      if (m.moe)
+        fmt::print("  MoE: {} experts top-{} (width {}), {} shared, {} MoE layers of {}\n",
+                   m.moe->experts, m.moe->topk, m.moe->expert_ffn_hidden, m.moe->shared_experts,
+                   m.moe_layer_count(), m.layers);
+      if (m.mla)
+        fmt::print("  MLA: q_lora {}, kv_lora {}, qk {}+{}, v {}\n", m.mla->q_lora_rank,
+                   m.mla->kv_lora_rank, m.mla->qk_nope_head_dim, m.mla->qk_rope_head_dim,
+                   m.mla->v_head_dim);
+      fmt::print("parameters\n");
+      auto row = [](const char* name, int64_t n) {
+        if (n != 0) fmt::print("  {:<16} {:>12}\n", name, human(n));
+      };
+      row("embedding", c.embedding);
+      row("position", c.position);
+      row("output", c.output);
+      row("attention", c.attention);
+      row("dense MLP", c.dense_mlp);
+      row("routed experts", c.routed_experts);
+      row("shared experts", c.shared_experts);
+      row("router", c.router);
+      row("norms", c.norms);
+      fmt::print("  {:<16} {:>12}\n", "total", human(c.total()));
+      fmt::print("  {:<16} {:>12}\n", "active/token", human(c.active()));
+      if (c.mtp) fmt::print("  {:<16} {:>12} (not in total)\n", "MTP modules", human(c.mtp));
+      if (r) {
+        fmt::print("cluster {} x {} GPUs ({} nodes of {})\n", r->cluster.profile.name,
+                   r->cluster.num_gpus, r->cluster.nodes(), r->cluster.profile.node.gpus_per_node);
+        fmt::print("plan {}\n", r->plan.describe());
+        if (violations.empty()) fmt::print("  valid\n");
+        for (const auto& v : violations) fmt::print("  invalid: {}: {}\n", v.flag, v.reason);
+      }
+    }
+    if (!violations.empty()) {
+      if (json)
+        fmt::print(stderr, "dtplan: error: the plan is invalid ({} violations)\n",
+                   violations.size());
+      else
+        for (const auto& v : violations)
+          fmt::print(stderr, "dtplan: error: {}: {}\n", v.flag, v.reason);
+      ctx.exit_code = 2;
+    }
+  });
+}
+
+}  // namespace dtplan::cli

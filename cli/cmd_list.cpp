@@ -1,0 +1,42 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "core/catalog.h"
+
+namespace dtplan::cli {
+
+void register_list(CLI::App& app, CommandContext& ctx) {
+  auto* cmd = app.add_subcommand("list", "List the model zoo or the hardware profiles");
+  static std::string what;
+  cmd->add_option("what", what, "models | profiles")
+      ->required()
+      ->check(CLI::IsMember({"models", "profiles"}));
+  cmd->callback([&ctx] {
+    if (what == "models") {
+      fmt::print("{:<18} {:>6} {:>7} {:>5} {:>6} {:>9} {:>9}  {}\n", "name", "layers", "hidden",
+                 "heads", "kv", "total(B)", "active(B)", "description");
+      for (const auto& n : list_model_names()) {
+        ModelSpec m = load_model(n);
+        ParamCounts c = count_params(m);
+        fmt::print("{:<18} {:>6} {:>7} {:>5} {:>6} {:>9.1f} {:>9.1f}  {}\n", n, m.layers, m.hidden,
+                   m.heads, m.kv_heads, static_cast<double>(c.total()) / 1e9,
+                   static_cast<double>(c.active()) / 1e9, m.display_name);
+      }
+    } else {
+      fmt::print("{:<18} {:>5} {:>9} {:>9} {:>8} {:>11} {:>9}  {}\n", "name", "GPUs", "HBM(GiB)",
+                 "bf16(TF)", "fp8(TF)", "NVLink(GB/s)", "net(GB/s)", "GPU");
+      for (const auto& n : list_profile_names()) {
+        HardwareProfile p = load_profile(n);
+        fmt::print("{:<18} {:>5} {:>9.0f} {:>9.0f} {:>8.0f} {:>11.0f} {:>9.0f}  {}\n", n,
+                   p.node.gpus_per_node, p.gpu.memory_gib, p.gpu.peak_tflops[0],
+                   p.gpu.peak_tflops[static_cast<size_t>(Precision::kFp8)],
+                   p.node.nvlink_gbps_per_direction, p.scale_out.node_gbps(), p.gpu.name);
+      }
+    }
+    ctx.exit_code = 0;
+  });
+}
+
+}  // namespace dtplan::cli

@@ -1,0 +1,19 @@
+// Each subcommand registers itself on the app; the callback runs the command and returns the
+// exit code through `exit_code`.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace dtplan::cli {
+
+struct CommandContext {
+  int exit_code = 0;
+};
+
+void register_list(CLI::App& app, CommandContext& ctx);
+void register_import_hf(CLI::App& app, CommandContext& ctx);
+void register_check(CLI::App& app, CommandContext& ctx);
+
+}  // namespace dtplan::cli

@@ -1,0 +1,40 @@
+// dtplan: the command line. This file only wires subcommands; each lives in its own cmd_*.cpp.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"dtplan: parallelism planner and performance model for large-model training"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "dtplan 0.1.0");
+  app.footer("Exit codes: 0 success, 2 bad input (file, flag or layout), 1 internal error.");
+  dtplan::cli::CommandContext ctx;
+  dtplan::cli::register_list(app, ctx);
+  dtplan::cli::register_import_hf(app, ctx);
+  dtplan::cli::register_check(app, ctx);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "dtplan: error: {}\n", e.what());
+    fmt::print(stderr, "Run with --help for usage.\n");
+    return 2;
+  } catch (const dtplan::InputError& e) {
+    fmt::print(stderr, "dtplan: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "dtplan: internal error: {}\n", e.what());
+    return 1;
+  }
+  return ctx.exit_code;
+}

@@ -1,0 +1,127 @@
+#include "cli/options.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+namespace dtplan::cli {
+
+void add_spec_options(CLI::App& app, SpecOptions& o) {
+  app.add_option("--model,-m", o.model, "Model zoo name (dtplan list models) or a model YAML path")
+      ->capture_default_str();
+  app.add_option("--cluster,-c", o.cluster,
+                 "Hardware profile name/path (with --gpus) or a cluster YAML path")
+      ->capture_default_str();
+  app.add_option("--gpus,-g", o.gpus, "Number of GPUs (with a hardware profile)")
+      ->check(CLI::Range(1, 1 << 22));
+}
+
+void add_plan_options(CLI::App& app, PlanOptions& o) {
+  const char* g = "Plan (Megatron-LM flag names)";
+  app.add_option("--tp", o.tp, "Tensor-parallel size")->check(CLI::Range(1, 1024))->group(g);
+  app.add_option("--pp", o.pp, "Pipeline-parallel size")->check(CLI::Range(1, 1024))->group(g);
+  app.add_option("--dp", o.dp, "Data-parallel size (default: GPUs / (tp*pp*cp))")
+      ->check(CLI::Range(1, 1 << 22))
+      ->group(g);
+  app.add_option("--cp", o.cp, "Context-parallel size")->check(CLI::Range(1, 1024))->group(g);
+  app.add_option("--ep", o.ep, "Expert-parallel size")->check(CLI::Range(1, 4096))->group(g);
+  app.add_option("--etp", o.etp, "Expert tensor-parallel size (default: tp)")
+      ->check(CLI::Range(1, 1024))
+      ->group(g);
+  app.add_option("--vpp", o.vpp, "Virtual pipeline stages per pipeline rank")
+      ->check(CLI::Range(1, 256))
+      ->group(g);
+  app.add_flag("--sp,--sequence-parallel", o.sp, "Sequence parallelism (needs tp > 1)")->group(g);
+  app.add_option("--zero", o.zero, "0 none, 1 distributed optimizer, 2 +gradients, 3 +parameters")
+      ->check(CLI::Range(0, 3))
+      ->group(g);
+  app.add_option("--recompute", o.recompute, "Activation recomputation")
+      ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--recompute-layers", o.recompute_layers,
+                 "With full recompute: layers per stage recomputed (0 = all)")
+      ->check(CLI::Range(0, 100000))
+      ->group(g);
+  app.add_option("--mbs,--micro-batch-size", o.mbs, "Micro-batch size (sequences)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--gbs,--global-batch-size", o.gbs, "Global batch (sequences)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->group(g);
+  app.add_option("--seq,--seq-length", o.seq, "Sequence length (tokens)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--schedule", o.schedule,
+                 "Pipeline schedule (default 1f1b; interleaved with vpp>1)")
+      ->check(CLI::IsMember(known_schedules()))
+      ->group(g);
+  app.add_option("--precision", o.precision, "Training precision")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp8"}))
+      ->capture_default_str()
+      ->group(g);
+  app.add_flag("--uneven-pp", o.uneven_pp, "Allow layers not divisible by pp*vpp")->group(g);
+  app.add_flag("--no-overlap-grad-reduce", o.no_overlap_grad_reduce,
+               "Do not overlap the gradient reduce with backward")
+      ->group(g);
+  app.add_flag("--no-overlap-param-gather", o.no_overlap_param_gather,
+               "Do not overlap the parameter all-gather with forward")
+      ->group(g);
+  app.add_flag("--tp-comm-overlap", o.tp_comm_overlap, "Overlap TP communication with GEMMs")
+      ->group(g);
+  app.add_flag("--ep-comm-overlap", o.ep_comm_overlap, "Overlap EP all-to-all with compute")
+      ->group(g);
+  app.add_option("--rank-order", o.rank_order, "Rank order, innermost first")
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--train-tokens", o.train_tokens, "Training tokens, for time-to-train")
+      ->check(CLI::Range(0.0, 1e18))
+      ->group(g);
+}
+
+Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violation>& violations) {
+  Resolved r;
+  r.model = load_model(s.model);
+  r.cluster = load_cluster(s.cluster, s.gpus);
+  Workload& w = r.workload;
+  w.seq_len = o.seq;
+  w.precision = parse_precision(o.precision).value_or(Precision::kBf16);
+  w.train_tokens = o.train_tokens;
+  Plan& p = r.plan;
+  p.tp = o.tp;
+  p.pp = o.pp;
+  p.cp = o.cp;
+  p.ep = o.ep;
+  p.etp = o.etp > 0 ? o.etp : 1;
+  p.vpp = o.vpp;
+  p.sp = o.sp;
+  p.zero = o.zero;
+  p.recompute = o.recompute == "full"        ? Recompute::kFull
+                : o.recompute == "selective" ? Recompute::kSelective
+                                             : Recompute::kNone;
+  p.recompute_layers = o.recompute_layers;
+  p.mbs = o.mbs;
+  const int model_parallel = o.tp * o.pp * o.cp;
+  p.dp = o.dp > 0 ? o.dp : std::max(1, r.cluster.num_gpus / model_parallel);
+  if (o.dp == 0 && r.cluster.num_gpus % model_parallel != 0)
+    violations.push_back({"--gpus", fmt::format("{} GPUs are not divisible by tp*pp*cp = {}",
+                                                r.cluster.num_gpus, model_parallel)});
+  w.global_batch = o.gbs > 0 ? o.gbs : 1536;
+  p.gbs = w.global_batch;
+  p.schedule = !o.schedule.empty() ? o.schedule : (o.vpp > 1 ? "interleaved" : "1f1b");
+  p.uneven_pp = o.uneven_pp;
+  p.overlap_grad_reduce = !o.no_overlap_grad_reduce;
+  p.overlap_param_gather = !o.no_overlap_param_gather;
+  p.tp_comm_overlap = o.tp_comm_overlap;
+  p.ep_comm_overlap = o.ep_comm_overlap;
+  p.rank_order = o.rank_order;
+  auto v = validate_plan(r.model, r.cluster.num_gpus, w, p);
+  violations.insert(violations.end(), v.begin(), v.end());
+  auto hv = validate_against_hardware(r.cluster.profile, w, p);
+  violations.insert(violations.end(), hv.begin(), hv.end());
+  return r;
+}
+
+}  // namespace dtplan::cli

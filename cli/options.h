@@ -1,0 +1,56 @@
+// Options shared by the subcommands: the model, the cluster, the workload and the plan flags
+// (Megatron-LM names). Turning them into specs happens here, once, for every command.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/catalog.h"
+#include "core/plan.h"
+
+namespace CLI {
+class App;
+}
+
+namespace dtplan::cli {
+
+struct SpecOptions {
+  std::string model = "gpt3-175b";
+  std::string cluster = "dgx-a100-80g";
+  int gpus = 0;
+};
+
+struct PlanOptions {
+  int tp = 1, pp = 1, cp = 1, ep = 1, etp = 0, vpp = 1, zero = 0, mbs = 1;
+  int dp = 0;  // 0 = derive from the GPU count
+  bool sp = false;
+  std::string recompute = "none";
+  int recompute_layers = 0;
+  int64_t gbs = 0;
+  int64_t seq = 2048;
+  std::string schedule;  // "" = 1f1b, or interleaved when vpp > 1
+  std::string precision = "bf16";
+  bool uneven_pp = false;
+  bool no_overlap_grad_reduce = false;
+  bool no_overlap_param_gather = false;
+  bool tp_comm_overlap = false;
+  bool ep_comm_overlap = false;
+  std::string rank_order = "tp-cp-ep-dp-pp";
+  double train_tokens = 0;
+};
+
+void add_spec_options(CLI::App& app, SpecOptions& o);
+void add_plan_options(CLI::App& app, PlanOptions& o);
+
+struct Resolved {
+  ModelSpec model;
+  Cluster cluster;
+  Workload workload;
+  Plan plan;
+};
+
+// Loads the model and cluster and builds the workload and plan; throws InputError. Plan
+// violations are returned in `violations` (empty = valid).
+Resolved resolve(const SpecOptions& s, const PlanOptions& p, std::vector<Violation>& violations);
+
+}  // namespace dtplan::cli

@@ -1,0 +1,19 @@
+# Warning and sanitizer flags live on INTERFACE targets that our own targets link;
+# nothing here touches global flags, so third-party code is compiled as its authors intend.
+add_library(dtplan_warnings INTERFACE)
+target_compile_options(dtplan_warnings INTERFACE -Wall -Wextra -Werror -Wshadow -Wnon-virtual-dtor
+                                                 -Wconversion -Wno-sign-conversion)
+
+add_library(dtplan_sanitize INTERFACE)
+if(DTPLAN_SANITIZE)
+  target_compile_options(dtplan_sanitize INTERFACE -fsanitize=address,undefined
+                                                   -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(dtplan_sanitize INTERFACE -fsanitize=address,undefined)
+endif()
+
+# dtplan_library(NAME SOURCES...): one static library per folder, with our flags.
+function(dtplan_library name)
+  add_library(${name} STATIC ${ARGN})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PRIVATE dtplan_warnings PUBLIC dtplan_sanitize)
+endfunction()

@@ -1,0 +1,275 @@
+#include "core/hardware.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/yaml_reader.h"
+
+namespace dtplan {
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kFp8:
+      return "fp8";
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      break;
+  }
+  return "bf16";
+}
+
+std::optional<Precision> parse_precision(const std::string& s) {
+  for (int i = 0; i < kNumPrecisions; ++i) {
+    auto p = static_cast<Precision>(i);
+    if (s == to_string(p)) return p;
+  }
+  return std::nullopt;
+}
+
+int bytes_per_element(Precision p) {
+  switch (p) {
+    case Precision::kFp8:
+      return 1;
+    case Precision::kTf32:
+    case Precision::kFp32:
+      return 4;
+    default:
+      return 2;
+  }
+}
+
+double GpuSpec::peak_flops(Precision p) const { return peak_tflops[static_cast<size_t>(p)] * 1e12; }
+
+const char* to_string(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllGather:
+      return "all_gather";
+    case CollectiveOp::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveOp::kAllToAll:
+      return "all_to_all";
+    case CollectiveOp::kSendRecv:
+      return "send_recv";
+    case CollectiveOp::kAllReduce:
+      break;
+  }
+  return "all_reduce";
+}
+
+const char* to_string(CommScope s) {
+  return s == CommScope::kInterNode ? "inter_node" : "intra_node";
+}
+
+static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::string& file) {
+  YamlMap y(root, file, "");
+  HardwareProfile hw;
+  hw.file = file;
+  hw.name = y.get_string("name");
+  hw.description = y.opt_string("description").value_or("");
+
+  {
+    YamlMap g = y.get_map("gpu");
+    hw.gpu.name = g.get_string("name");
+    hw.gpu.memory_gib = g.get_double("memory_gib", 0);
+    YamlMap peaks = g.get_map("peak_tflops");
+    bool any = false;
+    for (int i = 0; i < kNumPrecisions; ++i) {
+      auto p = static_cast<Precision>(i);
+      if (auto v = peaks.opt_double(to_string(p), 0)) {
+        hw.gpu.peak_tflops[static_cast<size_t>(i)] = *v;
+        any = true;
+      }
+    }
+    peaks.finish();
+    if (!any) g.fail("peak_tflops", "give at least one precision (bf16, fp16, fp8, tf32, fp32)");
+    if (hw.gpu.peak_tflops[static_cast<size_t>(Precision::kFp16)] == 0)
+      hw.gpu.peak_tflops[static_cast<size_t>(Precision::kFp16)] =
+          hw.gpu.peak_tflops[static_cast<size_t>(Precision::kBf16)];
+    hw.gpu.hbm_gbps = g.get_double("hbm_gbps", 0);
+    hw.gpu.sm_count = static_cast<int>(g.get_int("sm_count"));
+    hw.gpu.source = g.get_string("source");
+    g.allow("tdp_w");
+    g.finish();
+  }
+  {
+    YamlMap n = y.get_map("node");
+    hw.node.gpus_per_node = static_cast<int>(n.get_int("gpus_per_node"));
+    hw.node.nvlink_domain_gpus =
+        static_cast<int>(n.opt_int("nvlink_domain_gpus").value_or(hw.node.gpus_per_node));
+    if (hw.node.nvlink_domain_gpus < hw.node.gpus_per_node)
+      n.fail("nvlink_domain_gpus", fmt::format("must be >= gpus_per_node ({}), got {}",
+                                               hw.node.gpus_per_node, hw.node.nvlink_domain_gpus));
+    hw.node.fabric = n.get_enum("fabric", {"nvswitch", "nvlink-mesh", "pcie"});
+    hw.node.nvlink_gbps_per_direction = n.get_double("nvlink_gbps_per_direction", 0);
+    hw.node.latency_us = n.get_double("latency_us", 0, true);
+    hw.node.source = n.get_string("source");
+    n.finish();
+  }
+  {
+    YamlMap s = y.get_map("scale_out");
+    hw.scale_out.nics_per_node = static_cast<int>(s.get_int("nics_per_node", 0));
+    hw.scale_out.nic_gbps = s.get_double("nic_gbps", 0, true);
+    hw.scale_out.latency_us = s.get_double("latency_us", 0, true);
+    hw.scale_out.topology = s.get_enum("topology", {"rail-optimized-fat-tree", "fat-tree"});
+    hw.scale_out.oversubscription = s.opt_double("oversubscription", 1.0, true).value_or(1.0);
+    hw.scale_out.source = s.get_string("source");
+    s.finish();
+  }
+  if (auto h = y.opt_map("host")) {
+    hw.host.memory_gib = h->get_double("memory_gib", 0);
+    hw.host.pcie_gbps_per_gpu = h->get_double("pcie_gbps_per_gpu", 0);
+    hw.host.source = h->get_string("source");
+    h->finish();
+  }
+  if (auto s = y.opt_map("storage")) {
+    hw.checkpoint_write_gbps_per_node = s->get_double("checkpoint_write_gbps_per_node", 0);
+    hw.storage_source = s->get_string("source");
+    s->finish();
+  }
+  if (auto r = y.opt_map("reliability")) {
+    hw.mtbf_per_gpu_hours = r->get_double("mtbf_per_gpu_hours", 0);
+    hw.reliability_source = r->get_string("source");
+    r->finish();
+  }
+  if (auto p = y.opt_map("price")) {
+    hw.usd_per_gpu_hour = p->get_double("usd_per_gpu_hour", 0);
+    hw.price_source = p->get_string("source");
+    p->finish();
+  }
+  {
+    YamlMap e = y.get_map("efficiency");
+    EfficiencyParams& ef = hw.efficiency;
+    auto fraction = [&](const char* key) {
+      double v = e.get_double(key, 0);
+      if (v > 1.0) e.fail(key, fmt::format("is a fraction and must be <= 1, got {}", v));
+      return v;
+    };
+    ef.gemm_max_fraction = fraction("gemm_max_fraction");
+    ef.gemm_half_saturation_gflop = e.get_double("gemm_half_saturation_gflop", 0, true);
+    ef.gemm_tile_m = static_cast<int>(e.get_int("gemm_tile_m"));
+    ef.gemm_tile_n = static_cast<int>(e.get_int("gemm_tile_n"));
+    ef.memory_bw_fraction = fraction("memory_bw_fraction");
+    ef.nvlink_bw_fraction = fraction("nvlink_bw_fraction");
+    ef.network_bw_fraction = fraction("network_bw_fraction");
+    ef.kernel_overhead_us = e.get_double("kernel_overhead_us", 0, true);
+    ef.comm_compute_slowdown = e.get_double("comm_compute_slowdown", 0, true);
+    if (ef.comm_compute_slowdown >= 1.0) e.fail("comm_compute_slowdown", "must be < 1");
+    ef.source = e.get_string("source");
+    e.finish();
+  }
+  if (auto c = y.opt_map("calibration")) {
+    if (auto pv = c->opt_map("provenance")) {
+      auto& p = hw.calibration.provenance;
+      p.source = pv->get_string("source");
+      p.date = pv->opt_string("date").value_or("");
+      p.device = pv->opt_string("device").value_or("");
+      p.tool = pv->opt_string("tool").value_or("");
+      p.software = pv->opt_string("software").value_or("");
+      pv->finish();
+    } else {
+      c->fail("provenance",
+              "a calibration section needs provenance (source, date, device, tool, software)");
+    }
+    YAML::Node gemm = c->child("gemm");
+    if (gemm.IsDefined() && !gemm.IsNull()) {
+      if (!gemm.IsSequence())
+        throw InputError(location_of(gemm, file), "calibration.gemm", "expected a list");
+      size_t i = 0;
+      for (const auto& item : gemm) {
+        YamlMap g(item, file, fmt::format("calibration.gemm[{}]", i++));
+        GemmMeasurement gm;
+        auto prec = g.get_string("precision");
+        auto p = parse_precision(prec);
+        if (!p) g.fail("precision", fmt::format("unknown precision '{}'", prec));
+        gm.precision = *p;
+        gm.m = g.get_int("m");
+        gm.n = g.get_int("n");
+        gm.k = g.get_int("k");
+        gm.tflops = g.get_double("tflops", 0);
+        g.finish();
+        hw.calibration.gemm.push_back(gm);
+      }
+    }
+    YAML::Node coll = c->child("collectives");
+    if (coll.IsDefined() && !coll.IsNull()) {
+      if (!coll.IsSequence())
+        throw InputError(location_of(coll, file), "calibration.collectives", "expected a list");
+      size_t i = 0;
+      for (const auto& item : coll) {
+        YamlMap t(item, file, fmt::format("calibration.collectives[{}]", i++));
+        CollectiveTable tab;
+        const std::vector<std::string> ops = {"all_reduce", "all_gather", "reduce_scatter",
+                                              "all_to_all", "send_recv"};
+        auto op = t.get_enum("op", ops);
+        tab.op = static_cast<CollectiveOp>(std::find(ops.begin(), ops.end(), op) - ops.begin());
+        tab.scope = t.get_enum("scope", {"intra_node", "inter_node"}) == "inter_node"
+                        ? CommScope::kInterNode
+                        : CommScope::kIntraNode;
+        tab.group_size = static_cast<int>(t.get_int("group_size", 2));
+        YAML::Node pts = t.child("points");
+        if (!pts.IsDefined() || !pts.IsSequence() || pts.size() == 0)
+          t.fail("points", "expected a non-empty list of [bytes, busbw_gbps] pairs");
+        size_t j = 0;
+        for (const auto& pt : pts) {
+          std::string f = fmt::format("{}.points[{}]", t.field("points").c_str(), j++);
+          if (!pt.IsSequence() || pt.size() != 2)
+            throw InputError(location_of(pt, file), f, "expected a pair [bytes, busbw_gbps]");
+          double bytes = scalar_double(pt[0], file, f);
+          double bw = scalar_double(pt[1], file, f);
+          if (bytes <= 0 || bw <= 0)
+            throw InputError(location_of(pt, file), f, "bytes and bandwidth must be > 0");
+          tab.points.emplace_back(bytes, bw);
+        }
+        std::sort(tab.points.begin(), tab.points.end());
+        t.finish();
+        hw.calibration.collectives.push_back(std::move(tab));
+      }
+    }
+    c->finish();
+  }
+  y.finish();
+  return hw;
+}
+
+HardwareProfile load_profile_file(const std::string& path) {
+  return profile_from_yaml(load_yaml_file(path), path);
+}
+
+Cluster load_cluster_file(const std::string& path,
+                          std::string (*resolve_profile)(const std::string&)) {
+  YAML::Node root = load_yaml_file(path);
+  YamlMap y(root, path, "");
+  std::string prof = y.get_string("profile");
+  int64_t nodes = y.get_int("nodes");
+  auto gpus = y.opt_int("gpus");
+  y.allow("name");
+  y.allow("description");
+  y.finish();
+  Cluster c;
+  try {
+    c.profile = load_profile_file(resolve_profile(prof));
+  } catch (const InputError& e) {
+    if (e.location().file.empty() || e.location().line == 0) {
+      // The profile name itself was not found: point at this file's `profile:` line.
+      y.fail("profile", e.reason());
+    }
+    const SourceLocation ref = location_of(y.child("profile"), path);
+    throw InputError(e.location(), e.field(),
+                     fmt::format("{} (profile named at {})", e.reason(), ref.to_string()));
+  }
+  const int64_t total = nodes * c.profile.node.gpus_per_node;
+  if (gpus && *gpus > total)
+    y.fail("gpus", fmt::format("{} GPUs do not fit on {} nodes of {}", *gpus, nodes,
+                               c.profile.node.gpus_per_node));
+  c.num_gpus = static_cast<int>(gpus.value_or(total));
+  c.file = path;
+  return c;
+}
+
+}  // namespace dtplan

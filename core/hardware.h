@@ -1,0 +1,132 @@
+// HardwareProfile: one GPU model in one node design with its scale-out network, plus the
+// performance model's efficiency parameters and optional calibrated tables
+// (docs/file-formats.md). Cluster: a profile and a GPU count.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtplan {
+
+enum class Precision { kBf16, kFp16, kFp8, kTf32, kFp32 };
+inline constexpr int kNumPrecisions = 5;
+const char* to_string(Precision p);
+std::optional<Precision> parse_precision(const std::string& s);
+int bytes_per_element(Precision p);  // 2 for bf16/fp16, 1 for fp8, 4 for tf32/fp32
+
+struct GpuSpec {
+  std::string name;
+  double memory_gib = 0;
+  std::array<double, kNumPrecisions> peak_tflops{};  // dense; 0 = not supported
+  double hbm_gbps = 0;
+  int sm_count = 0;
+  std::string source;
+  double peak_flops(Precision p) const;  // FLOP/s
+};
+
+struct NodeSpec {
+  int gpus_per_node = 0;
+  int nvlink_domain_gpus = 0;  // GPUs reachable over NVLink (>= gpus_per_node)
+  std::string fabric;          // nvswitch | nvlink-mesh | pcie
+  double nvlink_gbps_per_direction = 0;
+  double latency_us = 0;
+  std::string source;
+};
+
+struct ScaleOutSpec {
+  int nics_per_node = 0;
+  double nic_gbps = 0;  // per NIC, per direction
+  double latency_us = 0;
+  std::string topology;  // rail-optimized-fat-tree | fat-tree
+  double oversubscription = 1.0;
+  std::string source;
+  double node_gbps() const { return nics_per_node * nic_gbps; }
+};
+
+struct HostSpec {
+  double memory_gib = 0;
+  double pcie_gbps_per_gpu = 0;
+  std::string source;
+};
+
+// The performance model's free parameters; each profile says how they were set.
+struct EfficiencyParams {
+  double gemm_max_fraction = 0.8;
+  double gemm_half_saturation_gflop = 1.0;
+  int gemm_tile_m = 128;
+  int gemm_tile_n = 128;
+  double memory_bw_fraction = 0.8;
+  double nvlink_bw_fraction = 0.75;
+  double network_bw_fraction = 0.9;
+  double kernel_overhead_us = 5;
+  double comm_compute_slowdown = 0.05;
+  std::string source;
+};
+
+struct CalibrationProvenance {
+  std::string source, date, device, tool, software;
+};
+
+struct GemmMeasurement {
+  Precision precision = Precision::kBf16;
+  int64_t m = 0, n = 0, k = 0;
+  double tflops = 0;
+};
+
+enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
+enum class CommScope { kIntraNode, kInterNode };
+const char* to_string(CollectiveOp op);
+const char* to_string(CommScope s);
+
+struct CollectiveTable {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  CommScope scope = CommScope::kIntraNode;
+  int group_size = 0;
+  std::vector<std::pair<double, double>> points;  // (message bytes, bus bandwidth GB/s), sorted
+};
+
+struct Calibration {
+  CalibrationProvenance provenance;
+  std::vector<GemmMeasurement> gemm;
+  std::vector<CollectiveTable> collectives;
+  bool empty() const { return gemm.empty() && collectives.empty(); }
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  std::string file;
+  GpuSpec gpu;
+  NodeSpec node;
+  ScaleOutSpec scale_out;
+  HostSpec host;
+  std::optional<double> checkpoint_write_gbps_per_node;
+  std::string storage_source;
+  std::optional<double> mtbf_per_gpu_hours;
+  std::string reliability_source;
+  std::optional<double> usd_per_gpu_hour;
+  std::string price_source;
+  EfficiencyParams efficiency;
+  Calibration calibration;
+};
+
+HardwareProfile load_profile_file(const std::string& path);
+
+struct Cluster {
+  HardwareProfile profile;
+  int num_gpus = 0;
+  std::string file;  // the cluster YAML, when given as one
+  int nodes() const {
+    const int g = profile.node.gpus_per_node;
+    return (num_gpus + g - 1) / g;
+  }
+};
+
+// Loads a cluster YAML ({profile, nodes}); `resolve_profile` maps a name or path to a file.
+Cluster load_cluster_file(const std::string& path,
+                          std::string (*resolve_profile)(const std::string&));
+
+}  // namespace dtplan

@@ -1,0 +1,262 @@
+#include "core/model_spec.h"
+
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "core/yaml_reader.h"
+
+namespace dtplan {
+
+const char* to_string(FfnAct a) { return a == FfnAct::kGelu ? "gelu" : "swiglu"; }
+const char* to_string(NormKind n) { return n == NormKind::kLayerNorm ? "layernorm" : "rmsnorm"; }
+const char* to_string(PositionEmbedding p) {
+  switch (p) {
+    case PositionEmbedding::kLearned:
+      return "learned";
+    case PositionEmbedding::kAlibi:
+      return "alibi";
+    case PositionEmbedding::kNone:
+      return "none";
+    case PositionEmbedding::kRope:
+      break;
+  }
+  return "rope";
+}
+
+bool ModelSpec::is_moe_layer(int i) const {
+  if (!moe || i < moe->dense_layers || i >= layers) return false;
+  return (i - moe->dense_layers + 1) % moe->layer_freq == 0;
+}
+
+int ModelSpec::moe_layer_count() const {
+  if (!moe) return 0;
+  int n = 0;
+  for (int i = 0; i < layers; ++i) n += is_moe_layer(i) ? 1 : 0;
+  return n;
+}
+
+int64_t ModelSpec::q_width() const {
+  if (mla) return int64_t{heads} * (mla->qk_nope_head_dim + mla->qk_rope_head_dim);
+  return int64_t{heads} * head_dim;
+}
+
+int64_t ModelSpec::kv_width() const {
+  if (mla) return int64_t{heads} * mla->v_head_dim;
+  return int64_t{kv_heads} * head_dim;
+}
+
+bool ModelSpec::same_architecture(const ModelSpec& o) const {
+  return layers == o.layers && hidden == o.hidden && heads == o.heads && kv_heads == o.kv_heads &&
+         head_dim == o.head_dim && ffn_hidden == o.ffn_hidden && ffn_act == o.ffn_act &&
+         vocab == o.vocab && tied_embeddings == o.tied_embeddings && max_seq == o.max_seq &&
+         norm == o.norm && linear_bias == o.linear_bias &&
+         position_embedding == o.position_embedding && mtp_layers == o.mtp_layers && moe == o.moe &&
+         mla == o.mla;
+}
+
+int64_t ParamCounts::total() const {
+  return embedding + position + output + attention + dense_mlp + routed_experts + shared_experts +
+         router + norms;
+}
+
+int64_t ParamCounts::active() const { return total() - routed_experts + active_routed; }
+
+// Parameter counting. Shapes follow the Megatron-LM / Hugging Face module layouts:
+// attention Q, K, V and output projections (MLA: the DeepSeek-V2 low-rank Q and joint KV
+// compression with their RMSNorms), an FFN of 2 (GELU) or 3 (SwiGLU) matrices per expert,
+// a router of hidden x experts, one norm before attention and one before the FFN.
+ParamCounts count_params(const ModelSpec& m) {
+  ParamCounts c;
+  const int64_t h = m.hidden;
+  const int64_t norm_params = m.norm == NormKind::kLayerNorm ? 2 * h : h;
+  const int64_t mats = m.ffn_matrices();
+  auto ffn = [&](int64_t width) {
+    int64_t p = mats * h * width;
+    if (m.linear_bias) p += (mats - 1) * width + h;
+    return p;
+  };
+
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    const int64_t qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    int64_t q = a.q_lora_rank > 0
+                    ? h * a.q_lora_rank + a.q_lora_rank + int64_t{a.q_lora_rank} * m.heads * qk_head
+                    : h * m.heads * qk_head;
+    int64_t kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank +
+                 int64_t{a.kv_lora_rank} * m.heads * (a.qk_nope_head_dim + a.v_head_dim);
+    int64_t o = int64_t{m.heads} * a.v_head_dim * h;
+    c.attention_per_layer = q + kv + o;
+  } else {
+    const int64_t qw = m.q_width(), kw = m.kv_width();
+    c.attention_per_layer = h * (qw + 2 * kw) + qw * h;
+    if (m.linear_bias) c.attention_per_layer += qw + 2 * kw + h;
+  }
+  c.norms_per_layer = 2 * norm_params;
+  c.dense_mlp_per_layer = ffn(m.ffn_hidden);
+
+  const int moe_layers = m.moe_layer_count();
+  const int dense_layers = m.layers - moe_layers;
+  c.embedding = m.vocab * h;
+  c.position = m.position_embedding == PositionEmbedding::kLearned ? m.max_seq * h : 0;
+  c.output = m.tied_embeddings ? 0 : m.vocab * h;
+  c.attention = c.attention_per_layer * m.layers;
+  c.norms = c.norms_per_layer * m.layers + norm_params;
+  c.dense_mlp = c.dense_mlp_per_layer * dense_layers;
+  if (m.moe) {
+    const MoeSpec& e = *m.moe;
+    const int64_t one_expert = ffn(e.expert_ffn_hidden);
+    c.experts_per_moe_layer = one_expert * e.experts;
+    c.shared_per_moe_layer = ffn(e.shared_ffn_hidden) * e.shared_experts;
+    c.router_per_moe_layer = h * e.experts;
+    c.routed_experts = c.experts_per_moe_layer * moe_layers;
+    c.active_routed = one_expert * e.topk * moe_layers;
+    c.shared_experts = c.shared_per_moe_layer * moe_layers;
+    c.router = c.router_per_moe_layer * moe_layers;
+  }
+  if (m.mtp_layers > 0) {
+    // DeepSeek-V3 MTP module: two norms, a 2h -> h projection, one transformer block (MoE when
+    // the model is MoE) and a final norm; embedding and output head are shared with the model.
+    int64_t block =
+        c.attention_per_layer + c.norms_per_layer +
+        (m.moe ? c.experts_per_moe_layer + c.shared_per_moe_layer + c.router_per_moe_layer
+               : c.dense_mlp_per_layer);
+    c.mtp = m.mtp_layers * (3 * norm_params + 2 * h * h + block);
+  }
+  return c;
+}
+
+static ModelSpec model_from_yaml(const YAML::Node& root, const std::string& file) {
+  YamlMap y(root, file, "");
+  ModelSpec m;
+  m.file = file;
+  m.name = y.get_string("name");
+  m.display_name = y.opt_string("display_name").value_or(m.name);
+  m.source = y.get_string("source");
+  m.layers = static_cast<int>(y.get_int("layers"));
+  m.hidden = y.get_int("hidden");
+  m.heads = static_cast<int>(y.get_int("heads"));
+  m.kv_heads = static_cast<int>(y.opt_int("kv_heads").value_or(m.heads));
+  if (m.heads % m.kv_heads != 0)
+    y.fail("kv_heads", fmt::format("must divide heads ({}), got {}", m.heads, m.kv_heads));
+  if (auto hd = y.opt_int("head_dim")) {
+    m.head_dim = static_cast<int>(*hd);
+  } else {
+    if (m.hidden % m.heads != 0)
+      y.fail("heads", fmt::format("hidden ({}) is not divisible by heads ({}); give head_dim",
+                                  m.hidden, m.heads));
+    m.head_dim = static_cast<int>(m.hidden / m.heads);
+  }
+  m.ffn_hidden = y.get_int("ffn_hidden");
+  m.ffn_act = y.get_enum("ffn_act", {"gelu", "swiglu"}) == "gelu" ? FfnAct::kGelu : FfnAct::kSwiglu;
+  m.vocab = y.get_int("vocab");
+  m.tied_embeddings = y.get_bool("tied_embeddings");
+  m.max_seq = y.get_int("max_seq");
+  if (auto n = y.opt_enum("norm", {"rmsnorm", "layernorm"}))
+    m.norm = *n == "layernorm" ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+  m.linear_bias = y.opt_bool("linear_bias").value_or(false);
+  if (auto p = y.opt_enum("position_embedding", {"rope", "learned", "alibi", "none"})) {
+    m.position_embedding = *p == "learned" ? PositionEmbedding::kLearned
+                           : *p == "alibi" ? PositionEmbedding::kAlibi
+                           : *p == "none"  ? PositionEmbedding::kNone
+                                           : PositionEmbedding::kRope;
+  }
+  m.mtp_layers = static_cast<int>(y.opt_int("mtp_layers", 0).value_or(0));
+
+  if (auto mo = y.opt_map("moe")) {
+    MoeSpec e;
+    e.experts = static_cast<int>(mo->get_int("experts"));
+    e.topk = static_cast<int>(mo->get_int("topk"));
+    if (e.topk > e.experts)
+      mo->fail("topk", fmt::format("must be <= experts ({}), got {}", e.experts, e.topk));
+    e.expert_ffn_hidden = mo->opt_int("expert_ffn_hidden").value_or(m.ffn_hidden);
+    e.shared_experts = static_cast<int>(mo->opt_int("shared_experts", 0).value_or(0));
+    e.shared_ffn_hidden = mo->opt_int("shared_ffn_hidden", 0).value_or(0);
+    if (e.shared_experts > 0 && e.shared_ffn_hidden == 0) e.shared_ffn_hidden = e.expert_ffn_hidden;
+    if (e.shared_experts == 0) e.shared_ffn_hidden = 0;
+    e.dense_layers = static_cast<int>(mo->opt_int("dense_layers", 0).value_or(0));
+    if (e.dense_layers >= m.layers)
+      mo->fail("dense_layers",
+               fmt::format("must be < layers ({}), got {}", m.layers, e.dense_layers));
+    e.layer_freq = static_cast<int>(mo->opt_int("layer_freq").value_or(1));
+    mo->finish();
+    m.moe = e;
+  }
+  if (auto ml = y.opt_map("mla")) {
+    MlaSpec a;
+    a.q_lora_rank = static_cast<int>(ml->opt_int("q_lora_rank", 0).value_or(0));
+    a.kv_lora_rank = static_cast<int>(ml->get_int("kv_lora_rank"));
+    a.qk_nope_head_dim = static_cast<int>(ml->get_int("qk_nope_head_dim"));
+    a.qk_rope_head_dim = static_cast<int>(ml->get_int("qk_rope_head_dim"));
+    a.v_head_dim = static_cast<int>(ml->get_int("v_head_dim"));
+    ml->finish();
+    m.mla = a;
+  }
+  y.finish();
+  return m;
+}
+
+ModelSpec load_model_file(const std::string& path) {
+  return model_from_yaml(load_yaml_file(path), path);
+}
+
+ModelSpec parse_model_yaml(const std::string& text, const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError({file, e.mark.line + 1, e.mark.column + 1}, "",
+                     fmt::format("syntax error: {}", e.msg));
+  }
+  if (!root.IsDefined() || root.IsNull()) throw InputError({file, 1, 1}, "", "document is empty");
+  return model_from_yaml(root, file);
+}
+
+static std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+std::string model_to_yaml(const ModelSpec& m) {
+  std::ostringstream o;
+  o << "name: " << quoted(m.name) << "\n";
+  if (!m.display_name.empty() && m.display_name != m.name)
+    o << "display_name: " << quoted(m.display_name) << "\n";
+  o << "source: " << quoted(m.source) << "\n";
+  o << "layers: " << m.layers << "\n";
+  o << "hidden: " << m.hidden << "\n";
+  o << "heads: " << m.heads << "\n";
+  o << "kv_heads: " << m.kv_heads << "\n";
+  o << "head_dim: " << m.head_dim << "\n";
+  o << "ffn_hidden: " << m.ffn_hidden << "\n";
+  o << "ffn_act: " << to_string(m.ffn_act) << "\n";
+  o << "vocab: " << m.vocab << "\n";
+  o << "tied_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n";
+  o << "max_seq: " << m.max_seq << "\n";
+  o << "norm: " << to_string(m.norm) << "\n";
+  o << "linear_bias: " << (m.linear_bias ? "true" : "false") << "\n";
+  o << "position_embedding: " << to_string(m.position_embedding) << "\n";
+  if (m.mtp_layers > 0) o << "mtp_layers: " << m.mtp_layers << "\n";
+  if (m.moe) {
+    const MoeSpec& e = *m.moe;
+    o << "moe:\n  experts: " << e.experts << "\n  topk: " << e.topk
+      << "\n  expert_ffn_hidden: " << e.expert_ffn_hidden
+      << "\n  shared_experts: " << e.shared_experts << "\n";
+    if (e.shared_experts > 0) o << "  shared_ffn_hidden: " << e.shared_ffn_hidden << "\n";
+    o << "  dense_layers: " << e.dense_layers << "\n  layer_freq: " << e.layer_freq << "\n";
+  }
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    o << "mla:\n  q_lora_rank: " << a.q_lora_rank << "\n  kv_lora_rank: " << a.kv_lora_rank
+      << "\n  qk_nope_head_dim: " << a.qk_nope_head_dim
+      << "\n  qk_rope_head_dim: " << a.qk_rope_head_dim << "\n  v_head_dim: " << a.v_head_dim
+      << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace dtplan

@@ -1,0 +1,111 @@
+// ModelSpec: the architecture of a dense or MoE decoder-only transformer, as read from a model
+// YAML (docs/file-formats.md) or imported from a Hugging Face config.json.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dtplan {
+
+enum class FfnAct { kGelu, kSwiglu };  // gelu: 2 matrices; swiglu: gated, 3 matrices
+enum class NormKind { kRmsNorm, kLayerNorm };
+enum class PositionEmbedding { kRope, kLearned, kAlibi, kNone };
+
+const char* to_string(FfnAct a);
+const char* to_string(NormKind n);
+const char* to_string(PositionEmbedding p);
+
+struct MoeSpec {
+  int experts = 0;                // routed experts per MoE layer
+  int topk = 0;                   // routed experts per token
+  int64_t expert_ffn_hidden = 0;  // FFN width of one routed expert
+  int shared_experts = 0;         // always-active experts per MoE layer
+  int64_t shared_ffn_hidden = 0;  // FFN width of one shared expert
+  int dense_layers = 0;           // the first k layers use the dense FFN
+  int layer_freq = 1;             // after those, every layer_freq-th layer is MoE
+  bool operator==(const MoeSpec&) const = default;
+};
+
+struct MlaSpec {
+  int q_lora_rank = 0;  // 0: queries are not low-rank compressed
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  bool operator==(const MlaSpec&) const = default;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string display_name;
+  std::string source;
+  std::string file;  // where it was loaded from ("" when built in code)
+
+  int layers = 0;
+  int64_t hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;  // GQA groups; == heads for multi-head attention
+  int head_dim = 0;
+  int64_t ffn_hidden = 0;  // dense-layer FFN width
+  FfnAct ffn_act = FfnAct::kSwiglu;
+  int64_t vocab = 0;
+  bool tied_embeddings = false;
+  int64_t max_seq = 0;
+  NormKind norm = NormKind::kRmsNorm;
+  bool linear_bias = false;
+  PositionEmbedding position_embedding = PositionEmbedding::kRope;
+  int mtp_layers = 0;
+  std::optional<MoeSpec> moe;
+  std::optional<MlaSpec> mla;
+
+  bool is_moe() const { return moe.has_value(); }
+  // Whether 0-based layer `i` carries routed experts.
+  bool is_moe_layer(int i) const;
+  int moe_layer_count() const;
+  int dense_layer_count() const { return layers - moe_layer_count(); }
+  int64_t q_width() const;   // query projection width (heads x head dim)
+  int64_t kv_width() const;  // key (= value) projection width for GQA/MHA
+  int ffn_matrices() const { return ffn_act == FfnAct::kSwiglu ? 3 : 2; }
+
+  // The architecture without name/source/file, for comparing an import with the zoo.
+  bool same_architecture(const ModelSpec& other) const;
+};
+
+// Parameter counts by component (whole model, not sharded).
+struct ParamCounts {
+  int64_t embedding = 0;       // input token embedding
+  int64_t position = 0;        // learned position table
+  int64_t output = 0;          // untied output projection (0 when tied)
+  int64_t attention = 0;       // all layers: projections (+ MLA norms, biases)
+  int64_t dense_mlp = 0;       // dense-FFN layers
+  int64_t routed_experts = 0;  // all routed experts of all MoE layers
+  int64_t active_routed = 0;   // top-k of them
+  int64_t shared_experts = 0;
+  int64_t router = 0;
+  int64_t norms = 0;  // layer norms and the final norm
+  int64_t mtp = 0;    // multi-token-prediction modules (not in total)
+
+  // Per-layer figures, for sharding.
+  int64_t attention_per_layer = 0;
+  int64_t dense_mlp_per_layer = 0;
+  int64_t experts_per_moe_layer = 0;  // routed, all experts
+  int64_t shared_per_moe_layer = 0;
+  int64_t router_per_moe_layer = 0;
+  int64_t norms_per_layer = 0;
+
+  int64_t total() const;   // every parameter of the main model (MTP excluded)
+  int64_t active() const;  // parameters touched per token (top-k routed experts)
+};
+
+ParamCounts count_params(const ModelSpec& m);
+
+// Reads and validates a model YAML. Throws InputError with file:line:col.
+ModelSpec load_model_file(const std::string& path);
+// Parses a YAML document already in memory (`file` names it in errors).
+ModelSpec parse_model_yaml(const std::string& text, const std::string& file);
+
+// Writes a model YAML in the documented format.
+std::string model_to_yaml(const ModelSpec& m);
+
+}  // namespace dtplan

@@ -1,0 +1,147 @@
+#include "core/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace dtplan {
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
+    case Recompute::kNone:
+      break;
+  }
+  return "none";
+}
+
+const std::vector<std::string>& known_schedules() {
+  static const std::vector<std::string> names = {"gpipe", "1f1b", "interleaved",
+                                                 "zb-h1", "zb-v", "dualpipe-v"};
+  return names;
+}
+
+std::string Plan::describe() const {
+  std::string s = fmt::format("TP{} PP{} DP{}", tp, pp, dp);
+  if (cp > 1) s += fmt::format(" CP{}", cp);
+  if (ep > 1) s += fmt::format(" EP{}", ep);
+  if (etp > 1) s += fmt::format(" ETP{}", etp);
+  if (vpp > 1) s += fmt::format(" VPP{}", vpp);
+  if (sp) s += " SP";
+  s += fmt::format(" ZeRO-{} recompute={} mbs={} gbs={}", zero, to_string(recompute), mbs, gbs);
+  if (pp > 1) s += fmt::format(" schedule={}", schedule);
+  return s;
+}
+
+std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Workload& w,
+                                     const Plan& p) {
+  std::vector<Violation> v;
+  auto add = [&](std::string flag, std::string reason) {
+    v.push_back({std::move(flag), std::move(reason)});
+  };
+  struct Degree {
+    const char* flag;
+    int value;
+  };
+  for (Degree d : {Degree{"--tp", p.tp}, Degree{"--pp", p.pp}, Degree{"--dp", p.dp},
+                   Degree{"--cp", p.cp}, Degree{"--ep", p.ep}, Degree{"--etp", p.etp},
+                   Degree{"--vpp", p.vpp}, Degree{"--mbs", p.mbs}}) {
+    if (d.value < 1) add(d.flag, fmt::format("must be >= 1, got {}", d.value));
+  }
+  if (!v.empty()) return v;  // the checks below divide by these
+
+  if (int64_t{p.tp} * p.pp * p.cp * p.dp != num_gpus)
+    add("--dp", fmt::format("world size tp*pp*cp*dp = {}*{}*{}*{} = {} does not equal the {} GPUs",
+                            p.tp, p.pp, p.cp, p.dp, int64_t{p.tp} * p.pp * p.cp * p.dp, num_gpus));
+  if (m.heads % p.tp != 0)
+    add("--tp", fmt::format("attention heads ({}) are not divisible by tp ({})", m.heads, p.tp));
+  if (!m.mla && p.tp > m.kv_heads && p.tp % m.kv_heads != 0)
+    add("--tp", fmt::format("tp ({}) exceeds kv_heads ({}) and is not a multiple of it, so KV "
+                            "heads cannot be replicated evenly",
+                            p.tp, m.kv_heads));
+  if (!m.mla && p.tp <= m.kv_heads && m.kv_heads % p.tp != 0)
+    add("--tp", fmt::format("kv_heads ({}) are not divisible by tp ({})", m.kv_heads, p.tp));
+  if (m.ffn_hidden % p.tp != 0)
+    add("--tp", fmt::format("ffn_hidden ({}) is not divisible by tp ({})", m.ffn_hidden, p.tp));
+  if (p.vpp > 1 && p.pp == 1) add("--vpp", "virtual pipeline stages need pp > 1");
+  const int64_t chunks = int64_t{p.pp} * p.vpp;
+  if (m.layers < chunks)
+    add("--pp", fmt::format("{} layers cannot fill pp*vpp = {} pipeline chunks", m.layers, chunks));
+  else if (m.layers % chunks != 0 && !p.uneven_pp)
+    add("--pp", fmt::format("layers ({}) are not divisible by pp*vpp = {}; pass --uneven-pp to "
+                            "give the remainder to the first and last stages",
+                            m.layers, chunks));
+  const int64_t gbs = p.gbs > 0 ? p.gbs : w.global_batch;
+  if (gbs % (int64_t{p.mbs} * p.dp) != 0)
+    add("--gbs",
+        fmt::format("global batch ({}) is not divisible by mbs*dp = {}*{}", gbs, p.mbs, p.dp));
+  if (p.sp && p.tp == 1) add("--sp", "sequence parallelism needs tp > 1");
+  if (p.cp > 1 && w.seq_len % (2 * p.cp) != 0)
+    add("--cp", fmt::format("sequence length ({}) is not divisible by 2*cp = {} (load-balanced "
+                            "causal context parallelism splits each sequence into 2*cp chunks)",
+                            w.seq_len, 2 * p.cp));
+  if (w.seq_len > m.max_seq)
+    add("--seq",
+        fmt::format("sequence length {} exceeds the model's max_seq {}", w.seq_len, m.max_seq));
+  if (p.zero < 0 || p.zero > 3) add("--zero", fmt::format("must be 0..3, got {}", p.zero));
+  if (p.zero > 0 && p.dp * p.cp == 1)
+    add("--zero", "ZeRO shards over data-parallel ranks but dp*cp = 1");
+  if (std::find(known_schedules().begin(), known_schedules().end(), p.schedule) ==
+      known_schedules().end())
+    add("--schedule", fmt::format("unknown schedule '{}'", p.schedule));
+  if (p.schedule == "interleaved" && p.vpp < 2 && p.pp > 1)
+    add("--vpp", "the interleaved schedule needs vpp >= 2");
+  if (p.vpp > 1 && p.schedule != "interleaved" && p.schedule != "zb-v" &&
+      p.schedule != "dualpipe-v")
+    add("--schedule", fmt::format("vpp = {} needs an interleaved or V-shaped schedule, not '{}'",
+                                  p.vpp, p.schedule));
+  if ((p.schedule == "zb-v" || p.schedule == "dualpipe-v") && p.vpp != 2 && p.pp > 1)
+    add("--vpp",
+        fmt::format("schedule '{}' places two chunks per rank: vpp must be 2", p.schedule));
+  if (p.recompute_layers < 0) add("--recompute-layers", "must be >= 0");
+  if (p.recompute_layers > 0 && p.recompute != Recompute::kFull)
+    add("--recompute-layers", "a layer count applies to full recompute only");
+  if (w.precision == Precision::kTf32 || w.precision == Precision::kFp32)
+    add("--precision", "training precision must be bf16, fp16 or fp8");
+
+  if (m.moe) {
+    if (m.moe->experts % p.ep != 0)
+      add("--ep", fmt::format("experts ({}) are not divisible by ep ({})", m.moe->experts, p.ep));
+    if (m.moe->expert_ffn_hidden % p.etp != 0)
+      add("--etp", fmt::format("expert_ffn_hidden ({}) is not divisible by etp ({})",
+                               m.moe->expert_ffn_hidden, p.etp));
+    const int64_t dense_grid = int64_t{p.tp} * p.cp * p.dp;  // ranks per pipeline stage
+    if (dense_grid % (int64_t{p.etp} * p.ep) != 0)
+      add("--ep", fmt::format("the expert grid etp*ep = {}*{} does not divide tp*cp*dp = {}, so "
+                              "etp*ep*edp*pp cannot equal the world size",
+                              p.etp, p.ep, dense_grid));
+  } else {
+    if (p.ep != 1) add("--ep", fmt::format("ep = {} but the model has no experts", p.ep));
+    if (p.etp != 1) add("--etp", fmt::format("etp = {} but the model has no experts", p.etp));
+  }
+  if (p.rank_order != "tp-cp-ep-dp-pp" && p.rank_order != "tp-cp-ep-pp-dp" &&
+      p.rank_order != "tp-pp-dp")
+    add("--rank-order", fmt::format("unknown rank order '{}' (known: tp-cp-ep-dp-pp, "
+                                    "tp-cp-ep-pp-dp, tp-pp-dp)",
+                                    p.rank_order));
+  return v;
+}
+
+}  // namespace dtplan
+
+namespace dtplan {
+
+std::vector<Violation> validate_against_hardware(const HardwareProfile& hw, const Workload& w,
+                                                 const Plan&) {
+  std::vector<Violation> v;
+  if (hw.gpu.peak_flops(w.precision) <= 0)
+    v.push_back({"--precision", fmt::format("{} has no {} tensor-core peak in profile {} (its "
+                                            "datasheet lists none)",
+                                            hw.gpu.name, to_string(w.precision), hw.name)});
+  return v;
+}
+
+}  // namespace dtplan

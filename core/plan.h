@@ -1,0 +1,69 @@
+// Workload (what is trained) and Plan (how it is laid out on the GPUs), with validation that
+// returns every violation and the flag it concerns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/hardware.h"
+#include "core/model_spec.h"
+
+namespace dtplan {
+
+struct Workload {
+  int64_t seq_len = 2048;
+  int64_t global_batch = 1536;  // sequences per optimizer step
+  Precision precision = Precision::kBf16;
+  std::string optimizer = "adam";
+  double train_tokens = 0;  // 0 = not given
+};
+
+enum class Recompute { kNone, kSelective, kFull };
+const char* to_string(Recompute r);
+
+struct Plan {
+  int tp = 1, pp = 1, dp = 1, cp = 1;
+  int ep = 1;   // expert-parallel size, carved out of dp*cp
+  int etp = 1;  // expert tensor-parallel size
+  int vpp = 1;  // virtual pipeline stages per pipeline rank
+  bool sp = false;
+  int zero = 0;  // 0 none, 1 optimizer states (Megatron distributed optimizer), 2 +grads, 3 +params
+  Recompute recompute = Recompute::kNone;
+  int recompute_layers = 0;  // with full recompute: layers per stage recomputed (0 = all)
+  int mbs = 1;
+  int64_t gbs = 0;  // sequences; 0 = take the workload's global batch
+  std::string schedule = "1f1b";
+  bool uneven_pp = false;  // allow layers % (pp*vpp) != 0 (first/last stages take the remainder)
+  bool overlap_grad_reduce = true;
+  bool overlap_param_gather = true;
+  bool tp_comm_overlap = false;
+  bool ep_comm_overlap = false;
+  std::string rank_order = "tp-cp-ep-dp-pp";
+
+  int world() const { return tp * pp * cp * dp; }
+  int num_microbatches() const {
+    return gbs > 0 && mbs > 0 && dp > 0 ? static_cast<int>(gbs / (int64_t{mbs} * dp)) : 0;
+  }
+  // Expert data-parallel size: world / (etp * ep * pp).
+  int edp() const { return world() / (etp * ep * pp); }
+  std::string describe() const;  // "TP8 PP16 DP8 ..." one line
+};
+
+struct Violation {
+  std::string flag;  // the plan flag it concerns, e.g. "--tp"
+  std::string reason;
+};
+
+// Every known pipeline schedule name (the registry of schedule plug-ins lives in simulator/).
+const std::vector<std::string>& known_schedules();
+
+// Checks what the hardware must support: the training precision's tensor-core peak.
+std::vector<Violation> validate_against_hardware(const HardwareProfile& hw, const Workload& w,
+                                                 const Plan& p);
+
+// Checks the plan against the model, the GPU count and the workload. Empty = valid.
+std::vector<Violation> validate_plan(const ModelSpec& model, int num_gpus, const Workload& w,
+                                     const Plan& p);
+
+}  // namespace dtplan

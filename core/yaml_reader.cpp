@@ -1,0 +1,370 @@
+#include "core/yaml_reader.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+namespace dtplan {
+
+namespace {
+
+struct OpenMark {
+  char ch;
+  int line, column;  // 1-based
+};
+
+bool starts_scalar(const std::string& line, size_t i) {
+  size_t j = i;
+  while (j > 0 && (line[j - 1] == ' ' || line[j - 1] == '\t')) --j;
+  if (j == 0) return true;
+  const char prev = line[j - 1];
+  return prev == ':' || prev == '-' || prev == '[' || prev == '{' || prev == ',';
+}
+
+// Refuses a quoted string that does not close on its own line (YAML allows it, but in a config
+// file it is a typo, and yaml-cpp then reports the error lines later or not at all), and
+// records the flow brackets opened in block context that are still open at each line.
+void lint_quotes(const std::string& text, const std::string& path) {
+  int line_no = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    std::string line = text.substr(pos, eol - pos);
+    ++line_no;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char ch = line[i];
+      if (ch == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) break;
+      if ((ch == '"' || ch == '\'') && starts_scalar(line, i)) {
+        size_t j = i + 1;
+        bool closed = false;
+        for (; j < line.size(); ++j) {
+          if (ch == '"' && line[j] == '\\') {
+            ++j;
+            continue;
+          }
+          if (line[j] == ch) {
+            if (ch == '\'' && j + 1 < line.size() && line[j + 1] == '\'') {
+              ++j;  // '' is an escaped quote
+              continue;
+            }
+            closed = true;
+            break;
+          }
+        }
+        if (!closed)
+          throw InputError({path, line_no, static_cast<int>(i) + 1}, "",
+                           fmt::format("syntax error: the quoted string opened here with {} is "
+                                       "not closed on this line",
+                                       ch));
+        i = j;
+      }
+    }
+    pos = eol + 1;
+  }
+}
+
+// The innermost flow bracket ({ or [) opened on an earlier line than `error_line` and still
+// open there, for YAML files (JSON nests brackets across lines by design).
+std::optional<OpenMark> unclosed_bracket_before(const std::string& text, int error_line) {
+  std::vector<OpenMark> stack;
+  int line = 1, col = 0;
+  bool in_quote = false;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    ++col;
+    if (ch == '\n') {
+      if (line + 1 > error_line) break;
+      ++line;
+      col = 0;
+      in_quote = false;
+      continue;
+    }
+    if (in_quote) {
+      if (ch == quote) in_quote = false;
+      continue;
+    }
+    if (ch == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (ch == '"' || ch == '\'') {
+      in_quote = true;
+      quote = ch;
+    } else if (ch == '{' || ch == '[') {
+      stack.push_back({ch, line, col});
+    } else if ((ch == '}' || ch == ']') && !stack.empty()) {
+      stack.pop_back();
+    }
+  }
+  if (!stack.empty() && stack.back().line < error_line) return stack.back();
+  return std::nullopt;
+}
+
+}  // namespace
+
+YAML::Node load_yaml_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError({path, 0, 0}, "", "file not found");
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError({path, 0, 0}, "", "is a directory, expected a YAML or JSON file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError({path, 0, 0}, "", "cannot be read");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  lint_quotes(text, path);
+  const bool json = path.ends_with(".json");
+  try {
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.empty() || !docs[0].IsDefined() || docs[0].IsNull())
+      throw InputError({path, 1, 1}, "", "file is empty");
+    if (docs.size() > 1)
+      throw InputError(location_of(docs[1], path), "",
+                       "the file holds more than one YAML document ('---'); give one");
+    return docs[0];
+  } catch (const YAML::Exception& e) {
+    const int line = e.mark.line + 1, col = e.mark.column + 1;
+    if (!json) {
+      if (auto open = unclosed_bracket_before(text, line))
+        throw InputError({path, open->line, open->column}, "",
+                         fmt::format("syntax error: the '{}' opened here is not closed "
+                                     "(yaml-cpp stopped at line {}, column {}: {})",
+                                     open->ch, line, col, e.msg));
+    }
+    throw InputError({path, line, col}, "", fmt::format("syntax error: {}", e.msg));
+  }
+}
+
+SourceLocation location_of(const YAML::Node& node, const std::string& file) {
+  if (!node.IsDefined()) return {file, 0, 0};
+  YAML::Mark m = node.Mark();
+  if (m.is_null()) return {file, 0, 0};
+  return {file, m.line + 1, m.column + 1};
+}
+
+static const char* kind_name(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      return "a scalar";
+    case YAML::NodeType::Null:
+      return "null";
+    default:
+      return "nothing";
+  }
+}
+
+YamlMap::YamlMap(const YAML::Node& node, std::string file, std::string path)
+    : node_(node), file_(std::move(file)), path_(std::move(path)) {
+  if (!node_.IsMap())
+    throw InputError(location_of(node_, file_), path_.empty() ? "(document)" : path_,
+                     fmt::format("expected a map of key: value pairs, got {}", kind_name(node_)));
+  // Duplicate keys are silently merged by yaml-cpp; refuse them.
+  std::set<std::string> seen;
+  for (const auto& kv : node_) {
+    if (!kv.first.IsScalar())
+      throw InputError(location_of(kv.first, file_), path_, "keys must be plain strings");
+    const std::string key = kv.first.Scalar();
+    if (!seen.insert(key).second)
+      throw InputError(location_of(kv.first, file_), field(key), "duplicate key");
+  }
+}
+
+std::string YamlMap::field(std::string_view key) const {
+  return path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
+}
+
+void YamlMap::allow(std::string_view key) { known_.emplace_back(key); }
+
+YAML::Node YamlMap::lookup(std::string_view key) {
+  known_.emplace_back(key);
+  for (const auto& kv : node_)
+    if (kv.first.Scalar() == key) return kv.second;
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+bool YamlMap::has(std::string_view key) {
+  YAML::Node n = lookup(key);
+  return n.IsDefined() && !n.IsNull();
+}
+
+YAML::Node YamlMap::child(std::string_view key) { return lookup(key); }
+
+void YamlMap::fail(std::string_view key, const std::string& reason) const {
+  YAML::Node n(YAML::NodeType::Undefined);
+  for (const auto& kv : node_)
+    if (kv.first.Scalar() == key) n = kv.second;
+  throw InputError(n.IsDefined() ? location_of(n, file_) : location_of(node_, file_), field(key),
+                   reason);
+}
+
+void YamlMap::fail_here(const std::string& reason) const {
+  throw InputError(location_of(node_, file_), path_.empty() ? "(document)" : path_, reason);
+}
+
+YAML::Node YamlMap::require(std::string_view key) {
+  YAML::Node n = lookup(key);
+  if (!n.IsDefined()) {
+    // A present key that is not known and is close to the missing one is a misspelling of it.
+    for (const auto& kv : node_) {
+      const std::string present = kv.first.Scalar();
+      if (std::find(known_.begin(), known_.end(), present) != known_.end()) continue;
+      const size_t d = edit_distance(present, key);
+      if (d <= 2 && 2 * d < key.size())
+        throw InputError(location_of(kv.first, file_), field(present),
+                         fmt::format("unknown key '{}' (did you mean '{}'?)", present, key));
+    }
+    throw InputError(location_of(node_, file_), field(key),
+                     fmt::format("required field '{}' is missing", key));
+  }
+  if (n.IsNull()) throw InputError(location_of(n, file_), field(key), "must not be null");
+  return n;
+}
+
+// A quoted scalar ("16384") is a string in YAML and JSON, never a number or a boolean.
+static bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
+
+int64_t scalar_int(const YAML::Node& n, const std::string& file, const std::string& field) {
+  if (!n.IsScalar())
+    throw InputError(location_of(n, file), field,
+                     fmt::format("expected an integer, got {}", kind_name(n)));
+  const std::string& s = n.Scalar();
+  if (is_quoted(n))
+    throw InputError(
+        location_of(n, file), field,
+        fmt::format("expected an integer, got the string \"{}\" (remove the quotes)", s));
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE) {
+    // Accept integral floats written like 1e9 or 4096.0.
+    char* dend = nullptr;
+    double d = std::strtod(s.c_str(), &dend);
+    if (!s.empty() && dend == s.c_str() + s.size() && std::isfinite(d) && std::floor(d) == d &&
+        std::fabs(d) < 9.0e18)
+      return static_cast<int64_t>(d);
+    throw InputError(location_of(n, file), field, fmt::format("expected an integer, got '{}'", s));
+  }
+  return v;
+}
+
+double scalar_double(const YAML::Node& n, const std::string& file, const std::string& field) {
+  if (!n.IsScalar())
+    throw InputError(location_of(n, file), field,
+                     fmt::format("expected a number, got {}", kind_name(n)));
+  const std::string& s = n.Scalar();
+  if (is_quoted(n))
+    throw InputError(
+        location_of(n, file), field,
+        fmt::format("expected a number, got the string \"{}\" (remove the quotes)", s));
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
+    throw InputError(location_of(n, file), field, fmt::format("expected a number, got '{}'", s));
+  return v;
+}
+
+int64_t YamlMap::get_int(std::string_view key, int64_t min_value) {
+  YAML::Node n = require(key);
+  int64_t v = scalar_int(n, file_, field(key));
+  if (v < min_value)
+    throw InputError(location_of(n, file_), field(key),
+                     fmt::format("must be >= {}, got {}", min_value, v));
+  return v;
+}
+
+std::optional<int64_t> YamlMap::opt_int(std::string_view key, int64_t min_value) {
+  if (!has(key)) return std::nullopt;
+  return get_int(key, min_value);
+}
+
+double YamlMap::get_double(std::string_view key, double min_value, bool min_inclusive) {
+  YAML::Node n = require(key);
+  double v = scalar_double(n, file_, field(key));
+  if (min_inclusive ? v < min_value : v <= min_value)
+    throw InputError(
+        location_of(n, file_), field(key),
+        fmt::format("must be {} {}, got {}", min_inclusive ? ">=" : ">", min_value, v));
+  return v;
+}
+
+std::optional<double> YamlMap::opt_double(std::string_view key, double min_value,
+                                          bool min_inclusive) {
+  if (!has(key)) return std::nullopt;
+  return get_double(key, min_value, min_inclusive);
+}
+
+bool YamlMap::get_bool(std::string_view key) {
+  YAML::Node n = require(key);
+  if (n.IsScalar() && !is_quoted(n)) {
+    const std::string& s = n.Scalar();
+    if (s == "true" || s == "True" || s == "TRUE") return true;
+    if (s == "false" || s == "False" || s == "FALSE") return false;
+  }
+  throw InputError(location_of(n, file_), field(key),
+                   fmt::format("expected true or false, got '{}'",
+                               n.IsScalar() ? n.Scalar() : std::string(kind_name(n))));
+}
+
+std::optional<bool> YamlMap::opt_bool(std::string_view key) {
+  if (!has(key)) return std::nullopt;
+  return get_bool(key);
+}
+
+std::string YamlMap::get_string(std::string_view key) {
+  YAML::Node n = require(key);
+  if (!n.IsScalar())
+    throw InputError(location_of(n, file_), field(key),
+                     fmt::format("expected a string, got {}", kind_name(n)));
+  return n.Scalar();
+}
+
+std::optional<std::string> YamlMap::opt_string(std::string_view key) {
+  if (!has(key)) return std::nullopt;
+  return get_string(key);
+}
+
+std::string YamlMap::get_enum(std::string_view key, const std::vector<std::string>& choices) {
+  std::string v = get_string(key);
+  if (std::find(choices.begin(), choices.end(), v) == choices.end())
+    fail(key, fmt::format("'{}' is not one of: {}{}", v, fmt::join(choices, ", "),
+                          did_you_mean(v, std::span<const std::string>(choices))));
+  return v;
+}
+
+std::optional<std::string> YamlMap::opt_enum(std::string_view key,
+                                             const std::vector<std::string>& choices) {
+  if (!has(key)) return std::nullopt;
+  return get_enum(key, choices);
+}
+
+std::optional<YamlMap> YamlMap::opt_map(std::string_view key) {
+  YAML::Node n = lookup(key);
+  if (!n.IsDefined() || n.IsNull()) return std::nullopt;
+  return YamlMap(n, file_, field(key));
+}
+
+YamlMap YamlMap::get_map(std::string_view key) { return YamlMap(require(key), file_, field(key)); }
+
+void YamlMap::finish() const {
+  for (const auto& kv : node_) {
+    const std::string key = kv.first.Scalar();
+    if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+    throw InputError(location_of(kv.first, file_), field(key),
+                     fmt::format("unknown key '{}'{}", key,
+                                 did_you_mean(key, std::span<const std::string>(known_))));
+  }
+}
+
+}  // namespace dtplan

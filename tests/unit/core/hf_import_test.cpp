@@ -1,0 +1,97 @@
+// import-hf reproduces the zoo specs from Hugging Face config.json fixtures (values per
+// CONVENTIONS.md §9), and refuses what it cannot represent.
+#include "core/hf_import.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/catalog.h"
+#include "core/error.h"
+
+namespace dtplan {
+namespace {
+
+std::string fixture(const std::string& name) {
+  return std::string(DTPLAN_TEST_DATA_DIR) + "/tests/fixtures/hf/" + name;
+}
+
+class HfFixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(HfFixture, ReproducesZooSpec) {
+  const std::string stem = GetParam();
+  ModelSpec imported = import_hf_config(fixture(stem + ".json"), stem);
+  ModelSpec zoo = load_model(stem);
+  EXPECT_TRUE(imported.same_architecture(zoo)) << "imported:\n"
+                                               << model_to_yaml(imported) << "zoo:\n"
+                                               << model_to_yaml(zoo);
+  EXPECT_EQ(count_params(imported).total(), count_params(zoo).total());
+  EXPECT_EQ(imported.name, stem);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, HfFixture,
+                         ::testing::Values("llama3.1-405b", "mixtral-8x7b", "deepseek-v3",
+                                           "qwen3-235b-a22b"),
+                         [](const auto& param_info) {
+                           std::string s = param_info.param;
+                           for (char& ch : s)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto dir = std::filesystem::temp_directory_path() / "dtplan_hf_test";
+  std::filesystem::create_directories(dir);
+  auto p = dir / name;
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+TEST(HfImport, UnknownArchitectureListsMissingFields) {
+  std::string p = write_temp("gpt2.json", R"({"model_type": "gpt2", "n_embd": 768,
+  "n_layer": 12, "n_head": 12, "vocab_size": 50257})");
+  try {
+    import_hf_config(p);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("gpt2"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("hidden_size"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("num_hidden_layers"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(":1:1"), std::string::npos) << msg;
+  }
+}
+
+TEST(HfImport, WrongTypeNamesLineAndColumn) {
+  std::string p = write_temp("bad_type.json",
+                             "{\n  \"model_type\": \"llama\",\n  \"hidden_size\": \"big\",\n"
+                             "  \"num_hidden_layers\": 2, \"num_attention_heads\": 2,\n"
+                             "  \"intermediate_size\": 8, \"vocab_size\": 10,\n"
+                             "  \"max_position_embeddings\": 16\n}\n");
+  try {
+    import_hf_config(p);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.location().line, 3);
+    EXPECT_EQ(e.location().column, 18);
+    EXPECT_EQ(e.field(), "hidden_size");
+  }
+}
+
+TEST(HfImport, NameDefaultsToFolderOfConfigJson) {
+  auto dir = std::filesystem::temp_directory_path() / "dtplan_hf_test" / "tiny-llama";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json")
+      << R"({"model_type":"llama","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+            "num_key_value_heads":2,"intermediate_size":128,"vocab_size":100,
+            "max_position_embeddings":256})";
+  ModelSpec m = import_hf_config((dir / "config.json").string());
+  EXPECT_EQ(m.name, "tiny-llama");
+  EXPECT_EQ(m.head_dim, 16);
+  EXPECT_EQ(m.kv_heads, 2);
+  EXPECT_FALSE(m.tied_embeddings);
+}
+
+}  // namespace
+}  // namespace dtplan

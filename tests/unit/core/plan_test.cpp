@@ -1,0 +1,138 @@
+// Plan validation: every rule of issue #2 item 7 yields a violation naming its flag.
+#include "core/plan.h"
+
+#include <gtest/gtest.h>
+
+#include "core/catalog.h"
+
+namespace dtplan {
+namespace {
+
+bool has_flag(const std::vector<Violation>& v, const std::string& flag) {
+  for (const auto& x : v)
+    if (x.flag == flag) return true;
+  return false;
+}
+
+Plan gpt3_plan() {
+  // Narayanan 2021 Table 1, 175B row: TP8 PP16 on 1536 GPUs (DP12), batch 1536.
+  Plan p;
+  p.tp = 8;
+  p.pp = 16;
+  p.dp = 12;
+  p.gbs = 1536;
+  return p;
+}
+
+TEST(PlanValidation, PublishedLayoutIsValid) {
+  ModelSpec m = load_model("gpt3-175b");
+  Workload w;
+  w.global_batch = 1536;
+  auto v = validate_plan(m, 1536, w, gpt3_plan());
+  EXPECT_TRUE(v.empty()) << v.front().flag << ": " << v.front().reason;
+}
+
+TEST(PlanValidation, EachRuleNamesItsFlag) {
+  ModelSpec gpt = load_model("gpt3-175b");
+  ModelSpec llama = load_model("llama3-70b");
+  ModelSpec mix = load_model("mixtral-8x7b");
+  Workload w;
+  w.global_batch = 1536;
+  w.seq_len = 2048;
+
+  Plan p = gpt3_plan();
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 1024, w, p), "--dp"));  // world size
+
+  p = gpt3_plan();
+  p.tp = 5;  // 96 heads % 5
+  p.dp = 1536 / (5 * 16);
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 5 * 16 * p.dp, w, p), "--tp"));
+
+  p = gpt3_plan();
+  p.tp = 16;  // llama3-70b: 8 kv heads, tp 16 is a multiple: allowed (KV replicated)
+  p.pp = 8;
+  p.dp = 12;
+  EXPECT_FALSE(has_flag(validate_plan(llama, 16 * 8 * 12, w, p), "--tp"));
+  p.tp = 4;  // 8 kv heads % 4 == 0: fine
+  EXPECT_FALSE(has_flag(validate_plan(llama, 4 * 8 * 12, w, p), "--tp"));
+
+  p = gpt3_plan();
+  p.pp = 7;  // 96 % 7 != 0
+  p.dp = 1;
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 56, w, p), "--pp"));
+  p.uneven_pp = true;  // allowed only when stated
+  EXPECT_FALSE(has_flag(validate_plan(gpt, 56, w, p), "--pp"));
+
+  p = gpt3_plan();
+  p.mbs = 5;  // 1536 % (5*12)
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 1536, w, p), "--gbs"));
+
+  p = gpt3_plan();
+  p.tp = 1;
+  p.sp = true;
+  p.dp = 96;
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 1536, w, p), "--sp"));
+
+  p = gpt3_plan();
+  p.cp = 3;  // 2048 % 6
+  p.dp = 4;
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 8 * 16 * 3 * 4, w, p), "--cp"));
+
+  Workload longw = w;
+  longw.seq_len = 4096;  // GPT-3 max_seq 2048
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 1536, longw, gpt3_plan()), "--seq"));
+
+  p = gpt3_plan();
+  p.vpp = 2;
+  p.pp = 1;
+  p.dp = 192;
+  p.schedule = "interleaved";
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 1536, w, p), "--vpp"));
+
+  Plan mp;  // Mixtral: 8 experts
+  mp.tp = 2;
+  mp.dp = 12;
+  mp.ep = 3;
+  mp.gbs = 1536;
+  EXPECT_TRUE(has_flag(validate_plan(mix, 24, w, mp), "--ep"));
+  mp.ep = 8;  // 8 does not divide tp*cp*dp = 24 ... 24 % 8 == 0 -> fine; etp*ep = 16 does not
+  mp.etp = 2;
+  EXPECT_TRUE(has_flag(validate_plan(mix, 24, w, mp), "--ep"));
+  mp.etp = 1;
+  EXPECT_FALSE(has_flag(validate_plan(mix, 24, w, mp), "--ep"));
+
+  p = gpt3_plan();
+  p.ep = 2;  // dense model
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 1536, w, p), "--ep"));
+
+  p = gpt3_plan();
+  p.zero = 1;
+  p.dp = 1;
+  p.gbs = 16;
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 128, w, p), "--zero"));
+
+  p = gpt3_plan();
+  p.schedule = "bogus";
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 1536, w, p), "--schedule"));
+
+  p = gpt3_plan();
+  p.tp = 0;
+  EXPECT_TRUE(has_flag(validate_plan(gpt, 1536, w, p), "--tp"));
+}
+
+TEST(PlanValidation, ReportsEveryViolationNotJustTheFirst) {
+  ModelSpec gpt = load_model("gpt3-175b");
+  Workload w;
+  Plan p;
+  p.tp = 5;
+  p.pp = 7;
+  p.dp = 3;
+  p.sp = false;
+  p.gbs = 1000;
+  p.mbs = 7;
+  auto v = validate_plan(gpt, 1, w, p);
+  EXPECT_GE(v.size(), 4u);
+}
+
+}  // namespace
+}  // namespace dtplan

@@ -1,0 +1,90 @@
+// The strict YAML reader: positions are 1-based and point at the defect.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/model_spec.h"
+
+namespace dtplan {
+namespace {
+
+const char* kGood =
+    "name: tiny\n"
+    "source: test\n"
+    "layers: 2\n"
+    "hidden: 64\n"
+    "heads: 4\n"
+    "ffn_hidden: 256\n"
+    "ffn_act: gelu\n"
+    "vocab: 100\n"
+    "tied_embeddings: true\n"
+    "max_seq: 128\n";
+
+InputError parse_error(const std::string& text) {
+  try {
+    parse_model_yaml(text, "t.yaml");
+  } catch (const InputError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error for:\n" << text;
+  return InputError({}, "", "");
+}
+
+TEST(YamlReader, GoodModelParses) {
+  ModelSpec m = parse_model_yaml(kGood, "t.yaml");
+  EXPECT_EQ(m.head_dim, 16);
+  EXPECT_EQ(m.kv_heads, 4);
+}
+
+TEST(YamlReader, UnknownKeySuggestsNearest) {
+  InputError e = parse_error(std::string(kGood) + "hiden: 3\n");
+  EXPECT_EQ(e.location().line, 11);
+  EXPECT_EQ(e.location().column, 1);
+  EXPECT_NE(std::string(e.what()).find("did you mean"), std::string::npos) << e.what();
+}
+
+TEST(YamlReader, WrongTypePointsAtValue) {
+  std::string t = kGood;
+  t.replace(t.find("layers: 2"), 9, "layers: two");
+  InputError e = parse_error(t);
+  EXPECT_EQ(e.location().line, 3);
+  EXPECT_EQ(e.location().column, 9);
+  EXPECT_EQ(e.field(), "layers");
+}
+
+TEST(YamlReader, MissingFieldPointsAtParent) {
+  std::string t = kGood;
+  t.erase(t.find("vocab: 100\n"), 11);
+  InputError e = parse_error(t);
+  EXPECT_EQ(e.location().line, 1);
+  EXPECT_EQ(e.field(), "vocab");
+}
+
+TEST(YamlReader, DuplicateKeyRefused) {
+  InputError e = parse_error(std::string(kGood) + "layers: 3\n");
+  EXPECT_EQ(e.location().line, 11);
+  EXPECT_NE(std::string(e.what()).find("duplicate"), std::string::npos);
+}
+
+TEST(YamlReader, NonPositiveRefused) {
+  std::string t = kGood;
+  t.replace(t.find("heads: 4"), 8, "heads: 0");
+  EXPECT_EQ(parse_error(t).field(), "heads");
+}
+
+TEST(YamlReader, SyntaxErrorHasPosition) {
+  InputError e = parse_error("name: [unclosed\nsource: x\n");
+  EXPECT_GT(e.location().line, 0);
+  EXPECT_NE(std::string(e.what()).find("syntax error"), std::string::npos);
+}
+
+TEST(YamlReader, NestedUnknownKeyHasDottedPath) {
+  InputError e = parse_error(std::string(kGood) + "moe:\n  expert: 8\n  topk: 2\n");
+  EXPECT_EQ(e.field(), "moe.expert");  // a misspelled required key is named as such
+  EXPECT_NE(std::string(e.what()).find("did you mean 'experts'"), std::string::npos);
+  InputError e2 = parse_error(std::string(kGood) + "moe:\n  experts: 8\n  topk: 2\n  expert: 3\n");
+  EXPECT_EQ(e2.field(), "moe.expert");
+  EXPECT_NE(std::string(e2.what()).find("did you mean"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dtplan
