@@ -4,15 +4,18 @@
 
 #include "cli/commands.h"
 #include "core/catalog.h"
+#include "core/registry.h"
+#include "simulator/cost/i_collective_algorithm.h"
+#include "simulator/schedule/i_pipeline_schedule.h"
 
 namespace dtplan::cli {
 
 void register_list(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand("list", "List the model zoo or the hardware profiles");
   static std::string what;
-  cmd->add_option("what", what, "models | profiles")
+  cmd->add_option("what", what, "models | profiles | schedules | collectives")
       ->required()
-      ->check(CLI::IsMember({"models", "profiles"}));
+      ->check(CLI::IsMember({"models", "profiles", "schedules", "collectives"}));
   cmd->callback([&ctx] {
     if (what == "models") {
       fmt::print("{:<18} {:>6} {:>7} {:>5} {:>6} {:>9} {:>9}  {}\n", "name", "layers", "hidden",
@@ -24,6 +27,12 @@ void register_list(CLI::App& app, CommandContext& ctx) {
                    m.heads, m.kv_heads, static_cast<double>(c.total()) / 1e9,
                    static_cast<double>(c.active()) / 1e9, m.display_name);
       }
+    } else if (what == "schedules") {
+      for (const auto& e : Registry<IPipelineSchedule>::global().entries())
+        fmt::print("{:<14} {}\n", e.name, e.description);
+    } else if (what == "collectives") {
+      for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries())
+        fmt::print("{:<14} {}\n", e.name, e.description);
     } else {
       fmt::print("{:<18} {:>5} {:>9} {:>9} {:>8} {:>11} {:>9}  {}\n", "name", "GPUs", "HBM(GiB)",
                  "bf16(TF)", "fp8(TF)", "NVLink(GB/s)", "net(GB/s)", "GPU");

@@ -15,5 +15,7 @@ struct CommandContext {
 void register_list(CLI::App& app, CommandContext& ctx);
 void register_import_hf(CLI::App& app, CommandContext& ctx);
 void register_check(CLI::App& app, CommandContext& ctx);
+void register_estimate(CLI::App& app, CommandContext& ctx);
+void register_accuracy(CLI::App& app, CommandContext& ctx);
 
 }  // namespace dtplan::cli

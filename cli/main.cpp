@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   dtplan::cli::register_list(app, ctx);
   dtplan::cli::register_import_hf(app, ctx);
   dtplan::cli::register_check(app, ctx);
+  dtplan::cli::register_estimate(app, ctx);
+  dtplan::cli::register_accuracy(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "simulator/analytic/estimator.h"
+
 #include <CLI/CLI.hpp>
 
 namespace dtplan::cli {
@@ -56,7 +58,7 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
       ->group(g);
   app.add_option("--schedule", o.schedule,
                  "Pipeline schedule (default 1f1b; interleaved with vpp>1)")
-      ->check(CLI::IsMember(known_schedules()))
+      ->check(CLI::IsMember(schedule_names()))
       ->group(g);
   app.add_option("--precision", o.precision, "Training precision")
       ->check(CLI::IsMember({"bf16", "fp16", "fp8"}))
@@ -76,6 +78,9 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
   app.add_option("--rank-order", o.rank_order, "Rank order, innermost first")
       ->capture_default_str()
       ->group(g);
+  app.add_option("--attention", o.attention,
+                 "Attention kernel: flash (fused) or unfused (materialized s x s scores)")
+      ->check(CLI::IsMember({"flash", "unfused"}))->capture_default_str()->group(g);
   app.add_option("--train-tokens", o.train_tokens, "Training tokens, for time-to-train")
       ->check(CLI::Range(0.0, 1e18))
       ->group(g);
@@ -119,6 +124,11 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   p.rank_order = o.rank_order;
   auto v = validate_plan(r.model, r.cluster.num_gpus, w, p);
   violations.insert(violations.end(), v.begin(), v.end());
+  p.flash_attention = o.attention == "flash";
+  if (violations.empty()) {
+    auto sv = validate_schedule(p);
+    violations.insert(violations.end(), sv.begin(), sv.end());
+  }
   auto hv = validate_against_hardware(r.cluster.profile, w, p);
   violations.insert(violations.end(), hv.begin(), hv.end());
   return r;

@@ -36,6 +36,7 @@ struct PlanOptions {
   bool tp_comm_overlap = false;
   bool ep_comm_overlap = false;
   std::string rank_order = "tp-cp-ep-dp-pp";
+  std::string attention = "flash";
   double train_tokens = 0;
 };
 

@@ -1,8 +1,7 @@
 # Warning and sanitizer flags live on INTERFACE targets that our own targets link;
 # nothing here touches global flags, so third-party code is compiled as its authors intend.
 add_library(dtplan_warnings INTERFACE)
-target_compile_options(dtplan_warnings INTERFACE -Wall -Wextra -Werror -Wshadow -Wnon-virtual-dtor
-                                                 -Wconversion -Wno-sign-conversion)
+target_compile_options(dtplan_warnings INTERFACE -Wall -Wextra -Werror -Wshadow -Wnon-virtual-dtor)
 
 add_library(dtplan_sanitize INTERFACE)
 if(DTPLAN_SANITIZE)
@@ -16,4 +15,10 @@ function(dtplan_library name)
   add_library(${name} STATIC ${ARGN})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE dtplan_warnings PUBLIC dtplan_sanitize)
+endfunction()
+
+# dtplan_link_plugins(TARGET): link every plug-in object (schedules, collective algorithms,
+# emitters, backends) into an executable so their self-registrations are kept.
+function(dtplan_link_plugins target)
+  target_link_libraries(${target} PRIVATE dtplan_sim_plugins dtplan_sim)
 endfunction()

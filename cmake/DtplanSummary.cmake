@@ -5,7 +5,7 @@ message(STATUS "  compiler          : ${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPI
 message(STATUS "  yaml-cpp          : ${yaml-cpp_VERSION}")
 message(STATUS "  fmt               : ${fmt_VERSION}")
 message(STATUS "  CLI11             : ${CLI11_VERSION}")
-message(STATUS "  CUDA backend      : ${DTPLAN_HAVE_CUDA} (DTPLAN_CUDA=${DTPLAN_CUDA}) ${CUDAToolkit_VERSION}")
+message(STATUS "  CUDA + NCCL found : ${DTPLAN_HAVE_CUDA} (DTPLAN_CUDA=${DTPLAN_CUDA}) ${CUDAToolkit_VERSION}; used by the calibrator (issue 7)")
 message(STATUS "  MPI               : ${DTPLAN_HAVE_MPI} (DTPLAN_MPI=${DTPLAN_MPI})")
 message(STATUS "  tests             : ${DTPLAN_BUILD_TESTS}")
 message(STATUS "  benchmarks        : ${DTPLAN_BUILD_BENCH}")

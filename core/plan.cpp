@@ -18,12 +18,6 @@ const char* to_string(Recompute r) {
   return "none";
 }
 
-const std::vector<std::string>& known_schedules() {
-  static const std::vector<std::string> names = {"gpipe", "1f1b", "interleaved",
-                                                 "zb-h1", "zb-v", "dualpipe-v"};
-  return names;
-}
-
 std::string Plan::describe() const {
   std::string s = fmt::format("TP{} PP{} DP{}", tp, pp, dp);
   if (cp > 1) s += fmt::format(" CP{}", cp);
@@ -72,7 +66,7 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
     add("--pp", fmt::format("{} layers cannot fill pp*vpp = {} pipeline chunks", m.layers, chunks));
   else if (m.layers % chunks != 0 && !p.uneven_pp)
     add("--pp", fmt::format("layers ({}) are not divisible by pp*vpp = {}; pass --uneven-pp to "
-                            "give the remainder to the first and last stages",
+                            "let the first and last stages take fewer layers",
                             m.layers, chunks));
   const int64_t gbs = p.gbs > 0 ? p.gbs : w.global_batch;
   if (gbs % (int64_t{p.mbs} * p.dp) != 0)
@@ -89,18 +83,8 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
   if (p.zero < 0 || p.zero > 3) add("--zero", fmt::format("must be 0..3, got {}", p.zero));
   if (p.zero > 0 && p.dp * p.cp == 1)
     add("--zero", "ZeRO shards over data-parallel ranks but dp*cp = 1");
-  if (std::find(known_schedules().begin(), known_schedules().end(), p.schedule) ==
-      known_schedules().end())
-    add("--schedule", fmt::format("unknown schedule '{}'", p.schedule));
-  if (p.schedule == "interleaved" && p.vpp < 2 && p.pp > 1)
-    add("--vpp", "the interleaved schedule needs vpp >= 2");
-  if (p.vpp > 1 && p.schedule != "interleaved" && p.schedule != "zb-v" &&
-      p.schedule != "dualpipe-v")
-    add("--schedule", fmt::format("vpp = {} needs an interleaved or V-shaped schedule, not '{}'",
-                                  p.vpp, p.schedule));
-  if ((p.schedule == "zb-v" || p.schedule == "dualpipe-v") && p.vpp != 2 && p.pp > 1)
-    add("--vpp",
-        fmt::format("schedule '{}' places two chunks per rank: vpp must be 2", p.schedule));
+  if (p.vpp > 1 && p.schedule == "1f1b")
+    add("--vpp", fmt::format("vpp = {} needs an interleaved or V-shaped schedule, not '1f1b'", p.vpp));
   if (p.recompute_layers < 0) add("--recompute-layers", "must be >= 0");
   if (p.recompute_layers > 0 && p.recompute != Recompute::kFull)
     add("--recompute-layers", "a layer count applies to full recompute only");

@@ -39,6 +39,7 @@ struct Plan {
   bool overlap_param_gather = true;
   bool tp_comm_overlap = false;
   bool ep_comm_overlap = false;
+  bool flash_attention = true;  // false: unfused attention (materialized s x s scores, softmax, dropout)
   std::string rank_order = "tp-cp-ep-dp-pp";
 
   int world() const { return tp * pp * cp * dp; }
@@ -54,9 +55,6 @@ struct Violation {
   std::string flag;  // the plan flag it concerns, e.g. "--tp"
   std::string reason;
 };
-
-// Every known pipeline schedule name (the registry of schedule plug-ins lives in simulator/).
-const std::vector<std::string>& known_schedules();
 
 // Checks what the hardware must support: the training precision's tensor-core peak.
 std::vector<Violation> validate_against_hardware(const HardwareProfile& hw, const Workload& w,

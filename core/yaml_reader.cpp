@@ -29,47 +29,78 @@ bool starts_scalar(const std::string& line, size_t i) {
   return prev == ':' || prev == '-' || prev == '[' || prev == '{' || prev == ',';
 }
 
-// Refuses a quoted string that does not close on its own line (YAML allows it, but in a config
-// file it is a typo, and yaml-cpp then reports the error lines later or not at all), and
-// records the flow brackets opened in block context that are still open at each line.
-void lint_quotes(const std::string& text, const std::string& path) {
-  int line_no = 0;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    std::string line = text.substr(pos, eol - pos);
-    ++line_no;
-    for (size_t i = 0; i < line.size(); ++i) {
-      const char ch = line[i];
-      if (ch == '#' && (i == 0 || line[i - 1] == ' ' || line[i - 1] == '\t')) break;
-      if ((ch == '"' || ch == '\'') && starts_scalar(line, i)) {
-        size_t j = i + 1;
-        bool closed = false;
-        for (; j < line.size(); ++j) {
-          if (ch == '"' && line[j] == '\\') {
-            ++j;
-            continue;
-          }
-          if (line[j] == ch) {
-            if (ch == '\'' && j + 1 < line.size() && line[j + 1] == '\'') {
-              ++j;  // '' is an escaped quote
-              continue;
-            }
-            closed = true;
-            break;
-          }
+struct QuotedSpan {
+  OpenMark open;
+  int end_line = 0;  // 0 = never closed
+};
+
+// Finds every quoted scalar (a quote that starts a scalar; a quote inside a plain scalar is
+// literal) and where it ends. YAML lets quoted scalars span lines; when one is never closed,
+// or swallows the next lines into a syntax error, the opening quote is the place to report.
+std::vector<QuotedSpan> quoted_spans(const std::string& text) {
+  std::vector<QuotedSpan> spans;
+  std::string line;
+  int line_no = 1;
+  size_t line_start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch == '\n') {
+      ++line_no;
+      line_start = i + 1;
+      continue;
+    }
+    if (ch == '#' && (i == line_start || text[i - 1] == ' ' || text[i - 1] == '\t')) {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+      continue;
+    }
+    if (ch != '"' && ch != '\'') continue;
+    const std::string prefix = text.substr(line_start, i - line_start);
+    if (!starts_scalar(prefix + ch, prefix.size())) continue;
+    QuotedSpan span{{ch, line_no, static_cast<int>(i - line_start) + 1}, 0};
+    int l = line_no;
+    size_t j = i + 1;
+    for (; j < text.size(); ++j) {
+      if (text[j] == '\n') {
+        ++l;
+        line_start = j + 1;
+        continue;
+      }
+      if (ch == '"' && text[j] == '\\') {
+        ++j;
+        continue;
+      }
+      if (text[j] == ch) {
+        if (ch == '\'' && j + 1 < text.size() && text[j + 1] == '\'') {
+          ++j;
+          continue;
         }
-        if (!closed)
-          throw InputError({path, line_no, static_cast<int>(i) + 1}, "",
-                           fmt::format("syntax error: the quoted string opened here with {} is "
-                                       "not closed on this line",
-                                       ch));
-        i = j;
+        span.end_line = l;
+        break;
       }
     }
-    pos = eol + 1;
+    line_no = l;
+    spans.push_back(span);
+    i = j;
   }
+  return spans;
+}
+
+void check_quotes_closed(const std::string& text, const std::string& path) {
+  for (const QuotedSpan& q : quoted_spans(text))
+    if (q.end_line == 0)
+      throw InputError({path, q.open.line, q.open.column}, "",
+                       fmt::format("syntax error: the string opened here with {} is never closed",
+                                   q.open.ch));
+}
+
+// A quoted scalar opened on an earlier line than a syntax error that runs into it.
+std::optional<OpenMark> runaway_quote_before(const std::string& text, int error_line) {
+  std::optional<OpenMark> found;
+  for (const QuotedSpan& q : quoted_spans(text))
+    if (q.open.line < error_line && (q.end_line == 0 || q.end_line >= error_line) &&
+        q.end_line != q.open.line)
+      found = q.open;
+  return found;
 }
 
 // The innermost flow bracket ({ or [) opened on an earlier line than `error_line` and still
@@ -120,7 +151,7 @@ YAML::Node load_yaml_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError({path, 0, 0}, "", "cannot be read");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  lint_quotes(text, path);
+  check_quotes_closed(text, path);
   const bool json = path.ends_with(".json");
   try {
     std::vector<YAML::Node> docs = YAML::LoadAll(text);
@@ -132,6 +163,11 @@ YAML::Node load_yaml_file(const std::string& path) {
     return docs[0];
   } catch (const YAML::Exception& e) {
     const int line = e.mark.line + 1, col = e.mark.column + 1;
+    if (auto q = runaway_quote_before(text, line))
+      throw InputError({path, q->line, q->column}, "",
+                       fmt::format("syntax error: the string opened here with {} runs on to line "
+                                   "{} (yaml-cpp: {})",
+                                   q->ch, line, e.msg));
     if (!json) {
       if (auto open = unclosed_bracket_before(text, line))
         throw InputError({path, open->line, open->column}, "",

@@ -112,10 +112,6 @@ TEST(PlanValidation, EachRuleNamesItsFlag) {
   EXPECT_TRUE(has_flag(validate_plan(gpt, 128, w, p), "--zero"));
 
   p = gpt3_plan();
-  p.schedule = "bogus";
-  EXPECT_TRUE(has_flag(validate_plan(gpt, 1536, w, p), "--schedule"));
-
-  p = gpt3_plan();
   p.tp = 0;
   EXPECT_TRUE(has_flag(validate_plan(gpt, 1536, w, p), "--tp"));
 }

@@ -1,0 +1,79 @@
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/estimate_json.h"
+#include "cli/options.h"
+#include "core/atomic_file.h"
+#include "simulator/analytic/estimator.h"
+
+namespace dtplan::cli {
+
+// The built-in default job: GPT-3 175B on 32 DGX A100 80GB nodes, laid out as Megatron-LM
+// runs it (TP8 within a node, PP8, sequence parallelism with selective recomputation, the
+// distributed optimizer), batch 1536 x 2048 tokens (Brown et al. 2020).
+static void apply_builtin_defaults(SpecOptions& s, PlanOptions& p) {
+  s.model = "gpt3-175b";
+  s.cluster = "dgx-a100-80g";
+  s.gpus = 256;
+  p.tp = 8;
+  p.pp = 8;
+  p.sp = true;
+  p.recompute = "selective";
+  p.zero = 1;
+  p.mbs = 1;
+  p.gbs = 1536;
+  p.seq = 2048;
+}
+
+void register_estimate(CLI::App& app, CommandContext& ctx) {
+  auto* cmd = app.add_subcommand("estimate", "Predict step time, its breakdown, MFU and memory of one plan");
+  static SpecOptions spec;
+  static PlanOptions plan;
+  static bool json = false;
+  static std::string out, convention = "causal-half";
+  add_spec_options(*cmd, spec);
+  add_plan_options(*cmd, plan);
+  cmd->add_flag("--json", json, "Machine-readable output");
+  cmd->add_option("--out,-o", out, "Write the output to this file (atomically)");
+  cmd->add_option("--flops-convention", convention,
+                  "causal-half (Megatron HEAD) or full-attention (papers, Megatron < 2026)")
+      ->check(CLI::IsMember({"causal-half", "full-attention"}))
+      ->capture_default_str();
+  cmd->footer(
+      "With no model, cluster or plan flag, estimates the built-in example: GPT-3 175B on 32 "
+      "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
+  cmd->callback([&ctx, cmd] {
+    bool any = false;
+    for (const CLI::Option* o : cmd->get_options()) {
+      const std::string n = o->get_name();
+      if (o->count() > 0 && n != "--json" && n != "--out" && n != "--flops-convention") any = true;
+    }
+    if (!any) {
+      apply_builtin_defaults(spec, plan);
+      fmt::print(stderr, "dtplan estimate: no model, cluster or plan given; using the built-in "
+                         "example (see --help)\n");
+    }
+    std::vector<Violation> violations;
+    Resolved r = resolve(spec, plan, violations);
+    if (!violations.empty()) {
+      for (const auto& v : violations) fmt::print(stderr, "dtplan: error: {}: {}\n", v.flag, v.reason);
+      ctx.exit_code = 2;
+      return;
+    }
+    EstimatorOptions opt;
+    opt.flops = convention == "full-attention" ? FlopsConvention::kFullAttention
+                                               : FlopsConvention::kCausalHalf;
+    Estimate e = estimate(r.model, r.cluster, r.workload, r.plan, opt);
+    std::string text = json ? estimate_to_json(r, e, opt.flops).dump(2) + "\n"
+                            : estimate_to_text(r, e, opt.flops);
+    if (out.empty()) fmt::print("{}", text);
+    else {
+      write_file_atomic(out, text);
+      fmt::print(stderr, "wrote {}\n", out);
+    }
+    ctx.exit_code = 0;
+  });
+}
+
+}  // namespace dtplan::cli

@@ -1,0 +1,17 @@
+// Text and JSON renderings of an Estimate (the JSON keys are a contract: see README).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/options.h"
+#include "core/estimate.h"
+#include "simulator/cost/flops.h"
+
+namespace dtplan::cli {
+
+nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConvention conv);
+std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConvention conv);
+
+}  // namespace dtplan::cli

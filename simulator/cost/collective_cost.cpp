@@ -1,0 +1,81 @@
+#include "simulator/cost/collective_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/registry.h"
+#include "simulator/cost/i_collective_algorithm.h"
+
+namespace dtplan {
+
+double busbw_factor(CollectiveOp op, int n) {
+  if (n <= 1) return 0;
+  const double nn = n;
+  switch (op) {
+    case CollectiveOp::kAllReduce: return 2.0 * (nn - 1) / nn;
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllToAll: return (nn - 1) / nn;
+    case CollectiveOp::kSendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+LinkRates link_rates(const HardwareProfile& hw, const GroupPlacement& g) {
+  LinkRates r;
+  const EfficiencyParams& e = hw.efficiency;
+  r.intra_busbw_gbps = hw.node.nvlink_gbps_per_direction * e.nvlink_bw_fraction;
+  // The node's NICs are shared by every GPU of the node whose groups communicate at once; this
+  // group owns ranks_per_node of them (rail-optimized: one NIC rail per local rank).
+  const double busy = std::max(1, g.node_gpus_busy);
+  const double share = std::min(1.0, g.ranks_per_node / busy);
+  double node_bw = hw.scale_out.node_gbps() * e.network_bw_fraction * share;
+  if (hw.scale_out.oversubscription > 1.0 && g.nodes > 1) node_bw /= hw.scale_out.oversubscription;
+  r.inter_busbw_gbps = std::min(r.intra_busbw_gbps, std::max(node_bw, 1e-3));
+  r.alpha_intra_s = hw.node.latency_us * 1e-6;
+  r.alpha_inter_s = hw.scale_out.latency_us * 1e-6;
+  return r;
+}
+
+static double interpolate_busbw(const CollectiveTable& t, double bytes) {
+  const auto& p = t.points;
+  if (bytes <= p.front().first) return p.front().second * bytes / p.front().first;  // latency-bound
+  if (bytes >= p.back().first) return p.back().second;
+  for (size_t i = 1; i < p.size(); ++i) {
+    if (bytes <= p[i].first) {
+      const double x0 = std::log(p[i - 1].first), x1 = std::log(p[i].first);
+      const double w = (std::log(bytes) - x0) / (x1 - x0);
+      return p[i - 1].second + w * (p[i].second - p[i - 1].second);
+    }
+  }
+  return p.back().second;
+}
+
+CollectiveCost collective_cost(const HardwareProfile& hw, CollectiveOp op, double bytes,
+                               const GroupPlacement& g) {
+  if (g.size <= 1 || bytes <= 0) return {0, "none"};
+  const CommScope scope = g.crosses_nodes() ? CommScope::kInterNode : CommScope::kIntraNode;
+  // Calibrated table: same op and scope, nearest group size within a factor of 2.
+  const CollectiveTable* best = nullptr;
+  for (const auto& t : hw.calibration.collectives) {
+    if (t.op != op || t.scope != scope) continue;
+    if (t.group_size * 2 < g.size || t.group_size > 2 * g.size) continue;
+    if (!best || std::abs(t.group_size - g.size) < std::abs(best->group_size - g.size)) best = &t;
+  }
+  if (best) {
+    const double f = op == CollectiveOp::kSendRecv ? 1.0 : busbw_factor(op, g.size);
+    return {bytes * f / (interpolate_busbw(*best, bytes) * 1e9), "calibrated"};
+  }
+  const LinkRates links = link_rates(hw, g);
+  CollectiveCost out{std::numeric_limits<double>::infinity(), ""};
+  for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries()) {
+    if (!e.instance->supports(op)) continue;
+    double t = e.instance->time_s(op, bytes, g, links);
+    if (t < out.time_s) out = {t, e.name.c_str()};
+  }
+  if (!std::isfinite(out.time_s)) out = {0, "none"};
+  return out;
+}
+
+}  // namespace dtplan

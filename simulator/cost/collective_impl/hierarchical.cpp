@@ -1,0 +1,30 @@
+// Hierarchical all-reduce (HCCL "hierarchical communication", REFERENCE.md §3.2): reduce-scatter
+// inside the node, all-reduce of S/g across nodes on every rail at once, all-gather inside the
+// node. Only meaningful when a group has several ranks per node and spans several nodes.
+#include "core/registry.h"
+#include "simulator/cost/i_collective_algorithm.h"
+
+namespace dtplan {
+namespace {
+
+class Hierarchical final : public ICollectiveAlgorithm {
+ public:
+  bool supports(CollectiveOp op) const override { return op == CollectiveOp::kAllReduce; }
+  double time_s(CollectiveOp, double bytes, const GroupPlacement& g,
+                const LinkRates& l) const override {
+    const int k = g.ranks_per_node, nodes = g.nodes;
+    if (k <= 1 || nodes <= 1) return 1e300;
+    const double intra = (k - 1) * l.alpha_intra_s + bytes * (k - 1.0) / k / (l.intra_busbw_gbps * 1e9);
+    // Each of the k ranks all-reduces its S/k shard with its peers on the other nodes over its
+    // own NIC share (inter_busbw is the whole group's per-node share; one rail gets 1/k of it).
+    const double rail_bw = l.inter_busbw_gbps / k;
+    const double inter = 2.0 * (nodes - 1) * l.alpha_inter_s +
+                         (bytes / k) * 2.0 * (nodes - 1.0) / nodes / (rail_bw * 1e9);
+    return 2.0 * intra + inter;
+  }
+};
+
+}  // namespace
+DTPLAN_REGISTER(ICollectiveAlgorithm, Hierarchical, "hierarchical",
+                "intra-node reduce-scatter, inter-node all-reduce, intra-node all-gather")
+}  // namespace dtplan

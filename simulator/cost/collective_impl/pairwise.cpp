@@ -1,0 +1,36 @@
+// Pairwise exchange for all-to-all and point-to-point send/recv: each rank sends S(n-1)/n
+// (all-to-all) or S (send/recv); the share that leaves the node goes over the NIC share, the
+// rest over NVLink, concurrently.
+#include <algorithm>
+
+#include "core/registry.h"
+#include "simulator/cost/i_collective_algorithm.h"
+
+namespace dtplan {
+namespace {
+
+class Pairwise final : public ICollectiveAlgorithm {
+ public:
+  bool supports(CollectiveOp op) const override {
+    return op == CollectiveOp::kAllToAll || op == CollectiveOp::kSendRecv;
+  }
+  double time_s(CollectiveOp op, double bytes, const GroupPlacement& g,
+                const LinkRates& l) const override {
+    if (op == CollectiveOp::kSendRecv) {
+      const bool inter = g.crosses_nodes();
+      return (inter ? l.alpha_inter_s : l.alpha_intra_s) +
+             bytes / ((inter ? l.inter_busbw_gbps : l.intra_busbw_gbps) * 1e9);
+    }
+    const double n = g.size;
+    const double remote = (n - g.ranks_per_node) / n;  // share of peers on other nodes
+    const double local = (g.ranks_per_node - 1.0) / n;
+    const double t_inter = remote > 0 ? bytes * remote / (l.inter_busbw_gbps / std::max(1, g.ranks_per_node) * 1e9) : 0;
+    const double t_intra = bytes * local / (l.intra_busbw_gbps * 1e9);
+    // Peers are served concurrently: two latency steps (post and complete), not n-1.
+    return 2.0 * (remote > 0 ? l.alpha_inter_s : l.alpha_intra_s) + std::max(t_inter, t_intra);
+  }
+};
+
+}  // namespace
+DTPLAN_REGISTER(ICollectiveAlgorithm, Pairwise, "pairwise", "all-to-all and send/recv by pairwise exchange")
+}  // namespace dtplan

@@ -1,0 +1,74 @@
+#include "simulator/cost/compute_cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dtplan {
+
+static double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+double ComputeCostModel::gemm_efficiency(int64_t m, int64_t n, int64_t k, int count) const {
+  const EfficiencyParams& e = hw->efficiency;
+  const double tm = e.gemm_tile_m, tn = e.gemm_tile_n;
+  const double tiles_m = ceil_div(static_cast<double>(m), tm);
+  const double tiles_n = ceil_div(static_cast<double>(n), tn);
+  // Tile quantization: padded outputs do wasted work.
+  const double tile_q = static_cast<double>(m) * static_cast<double>(n) / (tiles_m * tm * tiles_n * tn);
+  // Wave quantization: the last wave of tiles leaves SMs idle.
+  const double tiles = tiles_m * tiles_n * std::max(1, count);  // a batched GEMM is one launch
+  const double sms = std::max(1, hw->gpu.sm_count);
+  const double waves = ceil_div(tiles, sms);
+  const double wave_q = tiles / (waves * sms);
+  // Saturation in size: small GEMMs do not reach the asymptote (launch, prologue, epilogue).
+  const double gflop = 2.0 * static_cast<double>(m) * n * k * std::max(1, count) / 1e9;
+  const double sat = gflop / (gflop + e.gemm_half_saturation_gflop);
+  return std::max(1e-3, e.gemm_max_fraction * tile_q * wave_q * sat);
+}
+
+double ComputeCostModel::gemm_s(int64_t m, int64_t n, int64_t k, int count) const {
+  if (m <= 0 || n <= 0 || k <= 0 || count <= 0) return 0;
+  const double flops = 2.0 * static_cast<double>(m) * n * k;
+  double peak = hw->gpu.peak_flops(precision);
+  if (peak <= 0) peak = hw->gpu.peak_flops(Precision::kBf16);
+  // Calibrated table: nearest measured shape of this precision within 10% in every dimension.
+  for (const auto& g : hw->calibration.gemm) {
+    if (g.precision != precision) continue;
+    auto close = [](int64_t a, int64_t b) { return std::abs(a - b) <= std::max(a, b) / 10; };
+    if (close(g.m, m) && close(g.n, n) && close(g.k, k)) return count * flops / (g.tflops * 1e12);
+  }
+  const double eff = gemm_efficiency(m, n, k, count);
+  const double elem = bytes_per_element(precision);
+  const double bytes = elem * (static_cast<double>(m) * k + static_cast<double>(k) * n +
+                               static_cast<double>(m) * n);
+  const double t = std::max(flops / (peak * eff), memory_s(bytes));
+  return count * t;
+}
+
+double ComputeCostModel::memory_s(double bytes) const {
+  return bytes / (hw->gpu.hbm_gbps * 1e9 * hw->efficiency.memory_bw_fraction);
+}
+
+double ComputeCostModel::attention_s(double flops, double bytes) const {
+  // Fused attention runs its two matmuls on tensor cores at the GEMM asymptote.
+  const double peak = hw->gpu.peak_flops(precision == Precision::kFp8 ? Precision::kBf16 : precision);
+  return std::max(flops / (peak * hw->efficiency.gemm_max_fraction), memory_s(bytes));
+}
+
+int ComputeCostModel::kernels(const Op& op) const {
+  (void)op;
+  return 1;  // grouped and batched GEMMs are one launch
+}
+
+double ComputeCostModel::op_s(const Op& op) const {
+  double t = 0;
+  switch (op.kind) {
+    case OpKind::kGemm: t = gemm_s(op.m, op.n, op.k, op.count); break;
+    case OpKind::kAttention: t = attention_s(op.flops, op.bytes); break;
+    case OpKind::kElementwise: t = memory_s(op.bytes); break;
+    case OpKind::kCollective: return 0;
+  }
+  const double dispatch = kernels(op) * hw->efficiency.kernel_overhead_us * 1e-6;
+  return std::max(t, dispatch);
+}
+
+}  // namespace dtplan

@@ -1,0 +1,50 @@
+#include "simulator/cost/flops.h"
+
+namespace dtplan {
+
+const char* describe(FlopsConvention c) {
+  return c == FlopsConvention::kCausalHalf
+             ? "Megatron-LM num_floating_point_operations; causal core attention counted as "
+               "half of s^2 (Megatron HEAD since 2026-01)"
+             : "Megatron-LM num_floating_point_operations; core attention counted over the full "
+               "s^2 (the papers' and pre-2026 Megatron convention)";
+}
+
+StepFlops step_flops(const ModelSpec& m, const Workload& w, const Plan& p, FlopsConvention conv) {
+  const ParamCounts c = count_params(m);
+  const double tokens = static_cast<double>(w.global_batch) * w.seq_len;
+  const double h = static_cast<double>(m.hidden);
+  const int gate = m.ffn_matrices();
+  // GEMM weights touched per token (forward multiply-adds per token).
+  const double attention = static_cast<double>(c.attention_per_layer) * m.layers;
+  double mlp = static_cast<double>(m.dense_layer_count()) * gate * h * m.ffn_hidden;
+  if (m.moe) {
+    const MoeSpec& e = *m.moe;
+    mlp += static_cast<double>(m.moe_layer_count()) * gate * h *
+           (static_cast<double>(e.topk) * e.expert_ffn_hidden +
+            static_cast<double>(e.shared_experts) * e.shared_ffn_hidden);
+  }
+  const double logits = h * static_cast<double>(m.vocab);
+  const double c_mask = conv == FlopsConvention::kCausalHalf ? 0.5 : 1.0;
+  const double qk = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
+  const double vd = m.mla ? m.mla->v_head_dim : m.head_dim;
+  // QK^T and PV: 2 (fwd) x heads x s x (d_qk + d_v) per token per layer, x3 for the step.
+  const double core = 3.0 * 2.0 * m.heads * static_cast<double>(w.seq_len) * (qk + vd) * c_mask;
+  StepFlops f;
+  const double per_token_fwd = 2.0 * (attention + mlp) + core / 3.0;
+  f.model = tokens * (6.0 * (attention + mlp + logits) + core * m.layers);
+  if (p.recompute == Recompute::kFull) {
+    double frac = 1.0;
+    if (p.recompute_layers > 0) {
+      const double per_rank = static_cast<double>(m.layers) / (p.pp);
+      frac = std::min(1.0, p.recompute_layers / per_rank);
+    }
+    f.recompute = tokens * m.layers * per_token_fwd * frac;
+  } else if (p.recompute == Recompute::kSelective) {
+    f.recompute = tokens * m.layers * core / 3.0;
+  }
+  (void)per_token_fwd;
+  return f;
+}
+
+}  // namespace dtplan

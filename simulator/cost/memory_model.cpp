@@ -1,0 +1,144 @@
+#include "simulator/cost/memory_model.h"
+
+#include <algorithm>
+
+#include "simulator/schedule/i_pipeline_schedule.h"
+#include "simulator/workload/stage_layout.h"
+
+namespace dtplan {
+
+ParamsOnRank params_on_rank(const ModelSpec& m, const Plan& p, int rank) {
+  const ParamCounts c = count_params(m);
+  const RankLayers l = layers_on_rank(m, p, rank);
+  const double t = p.tp;
+  ParamsOnRank out;
+  // TP-sharded attention and MLP; norms replicated.
+  out.dense += l.total() * (static_cast<double>(c.attention_per_layer) / t +
+                            static_cast<double>(c.norms_per_layer));
+  out.dense += l.dense * static_cast<double>(c.dense_mlp_per_layer) / t;
+  if (m.moe) {
+    out.dense += l.moe * (static_cast<double>(c.shared_per_moe_layer) / t +
+                          static_cast<double>(c.router_per_moe_layer));
+    out.expert += l.moe * static_cast<double>(c.experts_per_moe_layer) / (p.ep * p.etp);
+  }
+  const double emb = static_cast<double>(m.vocab) * m.hidden / t;
+  if (rank == 0) out.dense += emb + static_cast<double>(c.position);
+  // The last stage holds the output layer: its own matrix, or a copy of the tied embedding
+  // when the embedding lives on another stage.
+  if (rank == p.pp - 1 && (!m.tied_embeddings || p.pp > 1)) out.dense += emb;
+  if (rank == p.pp - 1) out.dense += static_cast<double>(m.hidden);  // final norm
+  return out;
+}
+
+double layer_activation_bytes(const ModelSpec& m, const Workload& w, const Plan& p, bool moe) {
+  const double t = p.tp;
+  const double sp_div = p.sp ? t : 1.0;
+  const double h = static_cast<double>(m.hidden);
+  const double tokens = static_cast<double>(p.mbs) * w.seq_len / p.cp;
+  const double heads_local = std::max(1.0, m.heads / t);
+  const double q_local = static_cast<double>(m.q_width()) / t;
+  const double kv_local = m.mla ? heads_local * (m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim)
+                                : std::max<double>(m.head_dim, static_cast<double>(m.kv_width()) / t);
+  const double v_local = m.mla ? heads_local * m.mla->v_head_dim : kv_local;
+  if (p.recompute == Recompute::kFull && p.recompute_layers == 0)
+    return tokens * 2.0 * h / sp_div;  // only the layer input is kept
+
+  // Per token, 16-bit activations and 1-byte dropout masks (Korthikanti 2022 Table 2 terms).
+  double per_token = 0;
+  // Attention: norm input, QKV input, Q K V, projection input, dropout mask.
+  per_token += 2 * h / sp_div + 2 * h / sp_div + 2 * (q_local + kv_local + v_local) +
+               2 * heads_local * (m.mla ? m.mla->v_head_dim : m.head_dim) + h / sp_div;
+  if (!p.flash_attention && p.recompute != Recompute::kSelective) {
+    // Softmax output (2), dropout mask (1), dropout output (2) over s keys per head: 5 a s / t.
+    per_token += 5.0 * heads_local * static_cast<double>(w.seq_len);
+  } else if (p.flash_attention) {
+    per_token += 4.0 * heads_local;  // log-sum-exp statistics
+  }
+  const int gate = m.ffn_matrices() - 1;  // 1 (gelu) or 2 (swiglu) fc1 outputs
+  auto mlp = [&](double width_local, double pairs) {
+    return pairs * (2 * h + 2 * gate * width_local + 2 * width_local);
+  };
+  per_token += 2 * h / sp_div + h / sp_div;  // post-attention norm input, dropout mask
+  if (!moe) {
+    per_token += mlp(static_cast<double>(m.ffn_hidden) / t, 1.0) - 2 * h + 2 * h / sp_div;
+  } else {
+    const MoeSpec& e = *m.moe;
+    const double pairs = static_cast<double>(e.topk) * p.etp / t;
+    per_token += mlp(static_cast<double>(e.expert_ffn_hidden) / p.etp, pairs);
+    per_token += 2 * h / sp_div + 4.0 * e.experts / sp_div;  // router input and probabilities
+    if (e.shared_experts > 0)
+      per_token += mlp(static_cast<double>(e.shared_ffn_hidden) * e.shared_experts / t, 1.0);
+  }
+  double bytes = tokens * per_token;
+  if (p.recompute == Recompute::kFull && p.recompute_layers > 0) {
+    // Callers scale by the recomputed share; this is the full-activation figure.
+  }
+  return bytes;
+}
+
+StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
+                         const IPipelineSchedule& schedule, int rank) {
+  StageMemory s;
+  const RankLayers l = layers_on_rank(m, p, rank);
+  s.layers = l.total();
+  const ParamsOnRank prm = params_on_rank(m, p, rank);
+  const double d = std::max(1, p.dp * p.cp);
+  const double de = std::max(1, p.edp());
+  auto shard = [&](double bytes_per_param, int min_stage) {
+    return p.zero >= min_stage ? prm.dense * bytes_per_param / d + prm.expert * bytes_per_param / de
+                               : prm.total() * bytes_per_param;
+  };
+  const int copies = schedule.parameter_copies();
+  s.weights_bytes = copies * shard(2.0, 3);
+  s.grads_bytes = copies * shard(4.0, 2);
+  s.optimizer_bytes = copies * shard(12.0, 1);
+
+  // Activations: in-flight micro-batches x this rank's layers.
+  const double inflight = schedule.inflight_microbatches(rank, p.pp, p.vpp, p.num_microbatches());
+  const double dense_act = layer_activation_bytes(m, w, p, false);
+  const double moe_act = m.moe ? layer_activation_bytes(m, w, p, true) : 0;
+  double per_mb = l.dense * dense_act + l.moe * moe_act;
+  const double tokens = static_cast<double>(p.mbs) * w.seq_len / p.cp;
+  const double sp_div = p.sp ? p.tp : 1;
+  if (p.recompute == Recompute::kFull) {
+    Plan none = p;
+    none.recompute = Recompute::kNone;
+    none.recompute_layers = 0;
+    const double full_dense = layer_activation_bytes(m, w, none, false);
+    const double full_moe = m.moe ? layer_activation_bytes(m, w, none, true) : 0;
+    const double input_only = tokens * 2.0 * m.hidden / sp_div;
+    if (p.recompute_layers > 0) {
+      // The first recompute_layers layers of each rank keep only their input.
+      const int rec = std::min(p.recompute_layers, l.total());
+      per_mb = rec * input_only + (l.dense - std::min(rec, l.dense)) * full_dense +
+               std::max(0, l.moe - std::max(0, rec - l.dense)) * full_moe;
+    } else {
+      per_mb = l.total() * input_only;
+    }
+    // While one layer is recomputed and back-propagated its full activations exist once.
+    s.activations_bytes += std::max(full_dense, full_moe);
+  }
+  s.activations_bytes += inflight * per_mb;
+  if (rank == 0) s.activations_bytes += inflight * tokens * m.hidden / sp_div;  // embedding dropout mask
+  if (rank == p.pp - 1) {
+    // Logits (16-bit) and fp32 cross-entropy scratch for the micro-batch being processed.
+    s.activations_bytes += tokens * static_cast<double>(m.vocab) / p.tp * (2 + 4) +
+                           tokens * 2.0 * m.hidden / sp_div;
+  }
+
+  // Runtime buffers.
+  int communicators = 1;  // world/DP
+  for (int deg : {p.tp, p.cp, p.pp, p.ep}) communicators += deg > 1 ? 1 : 0;
+  s.buffers_bytes = kCudaContextBytes + communicators * kNcclBytesPerCommunicator;
+  if (p.zero >= 3) {
+    // Gathered parameters of the layer being computed and of the prefetched next one, with
+    // their gradients before the reduce-scatter (DeepSpeed's 4 x largest layer, REFERENCE §2.1).
+    const ParamCounts c = count_params(m);
+    double largest = static_cast<double>(c.attention_per_layer + c.dense_mlp_per_layer);
+    if (m.moe) largest = std::max(largest, static_cast<double>(c.attention_per_layer + c.shared_per_moe_layer + c.experts_per_moe_layer / (p.ep * p.etp)));
+    s.buffers_bytes += 2 * 2.0 * largest / p.tp + 2.0 * largest / p.tp;
+  }
+  return s;
+}
+
+}  // namespace dtplan

@@ -1,0 +1,42 @@
+// Per-GPU memory of one pipeline rank: weights, gradients and optimizer state by precision and
+// sharding, activations per Korthikanti et al. 2022 generalized to GQA/SwiGLU/MoE widths, the
+// schedule's in-flight micro-batches, embedding/logits, and runtime buffers.
+//
+// Bytes per parameter follow Megatron-LM with fp32 main gradients (REFERENCE.md §2.1):
+// 2 (bf16/fp16 weights) + 4 (fp32 main grads) + 12 (fp32 master, Adam m and v) = 18, sharded
+// over the data-parallel group by ZeRO stage: 1 -> optimizer, 2 -> +grads, 3 -> +weights
+// (stage 1 = Megatron's distributed optimizer: 6 + 12/d).
+#pragma once
+
+#include "core/estimate.h"
+#include "core/hardware.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+
+namespace dtplan {
+
+class IPipelineSchedule;
+
+// Runtime constants (not hardware-specific):
+// CUDA context with lazy module loading, CUDA >= 11.7: about 300 MB (pytorch/pytorch#107667,
+// REFERENCE.md §2.2).
+inline constexpr double kCudaContextBytes = 300e6;
+// NCCL communicator buffers: NCCL_BUFFSIZE 4 MiB x 2 directions x up to 16 channels per
+// communicator (NCCL defaults); we budget one such set per parallel dimension in use.
+inline constexpr double kNcclBytesPerCommunicator = 4.0 * 1048576 * 2 * 16;
+
+struct ParamsOnRank {
+  double dense = 0;   // sharded over the data-parallel group (dp x cp)
+  double expert = 0;  // sharded over the expert-data-parallel group
+  double total() const { return dense + expert; }
+};
+
+ParamsOnRank params_on_rank(const ModelSpec& m, const Plan& p, int rank);
+
+// Activation bytes one micro-batch leaves on one layer of this rank until its backward.
+double layer_activation_bytes(const ModelSpec& m, const Workload& w, const Plan& p, bool moe);
+
+StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
+                         const IPipelineSchedule& schedule, int rank);
+
+}  // namespace dtplan

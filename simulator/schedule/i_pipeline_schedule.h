@@ -1,0 +1,49 @@
+// Plug-in point: a pipeline schedule. One file per schedule in schedule/impl/, registered
+// with DTPLAN_REGISTER under the name users pass to --schedule; `dtplan list schedules`
+// prints them. The analytic estimator asks a schedule for its pipeline time and for how many
+// micro-batches' activations each stage holds at its peak.
+//
+// Times are per pipeline rank for one micro-batch through all of that rank's chunks:
+//   f = forward, b = input-gradient backward (with any recomputation), w = weight gradients.
+// Contract: pure functions; arrays have p entries; m >= 1, p >= 1, v >= 1.
+#pragma once
+
+#include <string>
+
+namespace dtplan {
+
+struct PipelineInput {
+  int p = 1;  // pipeline ranks
+  int v = 1;  // chunks (virtual stages) per rank
+  int m = 1;  // micro-batches per step
+  const double* f = nullptr;
+  const double* b = nullptr;
+  const double* w = nullptr;
+};
+
+struct PipelineTime {
+  double total_s = 0;   // from the first forward to the last backward of the slowest rank
+  double bubble_s = 0;  // total minus the busiest rank's m x (f + b + w)
+};
+
+class IPipelineSchedule {
+ public:
+  virtual ~IPipelineSchedule() = default;
+  virtual PipelineTime time(const PipelineInput& in) const = 0;
+  // Peak activations held by pipeline rank `stage`, in units of one micro-batch through all
+  // of that rank's layers.
+  virtual double inflight_microbatches(int stage, int p, int v, int m) const = 0;
+  // Parameter copies per rank (DualPipe keeps two).
+  virtual int parameter_copies() const { return 1; }
+  // Whether the schedule runs v chunks (virtual stages) per rank; `rule` says what it needs.
+  virtual bool accepts_chunks(int v) const { return v == 1; }
+  virtual const char* chunks_rule() const { return "vpp must be 1 (no virtual stages)"; }
+};
+
+// Shared helper: steady state m x t_max plus `bubble_units` x (sum of t_i - t_max), where
+// t_i = f_i + b_i + w_i. With uniform stages this is (m + bubble_units (p-1)) t.
+PipelineTime pipeline_time_with_bubble(const PipelineInput& in, double bubble_scale);
+
+const IPipelineSchedule* find_schedule(const std::string& name);
+
+}  // namespace dtplan

@@ -1,0 +1,25 @@
+#include <algorithm>
+
+#include "core/registry.h"
+#include "simulator/schedule/i_pipeline_schedule.h"
+
+namespace dtplan {
+
+PipelineTime pipeline_time_with_bubble(const PipelineInput& in, double bubble_scale) {
+  double t_max = 0, t_sum = 0;
+  for (int i = 0; i < in.p; ++i) {
+    const double t = in.f[i] + in.b[i] + in.w[i];
+    t_max = std::max(t_max, t);
+    t_sum += t;
+  }
+  PipelineTime out;
+  out.bubble_s = std::max(0.0, bubble_scale * (t_sum - t_max));
+  out.total_s = in.m * t_max + out.bubble_s;
+  return out;
+}
+
+const IPipelineSchedule* find_schedule(const std::string& name) {
+  return Registry<IPipelineSchedule>::global().find(name);
+}
+
+}  // namespace dtplan

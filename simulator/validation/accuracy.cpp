@@ -1,0 +1,377 @@
+#include "simulator/validation/accuracy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/yaml_reader.h"
+#include "simulator/analytic/estimator.h"
+#include "simulator/cost/compute_cost.h"
+#include "simulator/cost/collective_cost.h"
+#include "simulator/workload/op_program.h"
+
+namespace dtplan {
+
+namespace {
+
+std::optional<int> opt_int(YamlMap& y, const char* key, int64_t min_value = 0) {
+  auto v = y.opt_int(key, min_value);
+  return v ? std::optional<int>(static_cast<int>(*v)) : std::nullopt;
+}
+
+ModelSpec case_model(YamlMap& y, int64_t seq_len) {
+  ModelSpec m;
+  m.name = y.opt_string("name").value_or("case");
+  m.display_name = m.name;
+  m.source = "accuracy case";
+  m.layers = static_cast<int>(y.get_int("layers"));
+  m.hidden = y.get_int("hidden");
+  m.heads = static_cast<int>(y.get_int("heads"));
+  m.kv_heads = static_cast<int>(y.opt_int("kv_heads").value_or(m.heads));
+  m.head_dim = static_cast<int>(y.opt_int("head_dim").value_or(m.hidden / m.heads));
+  m.ffn_hidden = y.get_int("ffn_hidden");
+  m.ffn_act = y.get_enum("ffn_act", {"gelu", "swiglu"}) == "gelu" ? FfnAct::kGelu : FfnAct::kSwiglu;
+  m.vocab = y.get_int("vocab");
+  m.tied_embeddings = y.get_bool("tied_embeddings");
+  m.max_seq = seq_len;
+  // The case format has no norm/bias/position fields: GELU models are GPT-style (LayerNorm,
+  // biases, learned positions), gated ones Llama-style. They change parameter counts by <0.1%.
+  const bool gpt = m.ffn_act == FfnAct::kGelu;
+  m.norm = gpt ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+  m.linear_bias = gpt;
+  m.position_embedding = gpt ? PositionEmbedding::kLearned : PositionEmbedding::kRope;
+  if (auto mo = y.opt_map("moe")) {
+    MoeSpec e;
+    e.experts = static_cast<int>(mo->get_int("experts"));
+    e.topk = static_cast<int>(mo->get_int("topk"));
+    e.expert_ffn_hidden = mo->opt_int("expert_ffn_hidden").value_or(m.ffn_hidden);
+    e.shared_experts = static_cast<int>(mo->opt_int("shared_experts", 0).value_or(0));
+    e.shared_ffn_hidden = mo->opt_int("shared_ffn_hidden", 0).value_or(e.expert_ffn_hidden);
+    e.dense_layers = static_cast<int>(mo->opt_int("dense_layers", 0).value_or(0));
+    mo->allow("layer_freq");
+    m.moe = e;
+  }
+  if (auto ml = y.opt_map("mla")) {
+    MlaSpec a;
+    a.q_lora_rank = static_cast<int>(ml->opt_int("q_lora_rank", 0).value_or(0));
+    a.kv_lora_rank = static_cast<int>(ml->get_int("kv_lora_rank"));
+    a.qk_nope_head_dim = static_cast<int>(ml->get_int("qk_nope_head_dim"));
+    a.qk_rope_head_dim = static_cast<int>(ml->get_int("qk_rope_head_dim"));
+    a.v_head_dim = static_cast<int>(ml->get_int("v_head_dim"));
+    m.mla = a;
+  }
+  return m;
+}
+
+Precision case_precision(YamlMap& y) {
+  auto s = y.get_enum("precision", {"bf16", "fp16", "fp8"});
+  return *parse_precision(s);
+}
+
+}  // namespace
+
+CaseFile load_case_file(const std::string& path) {
+  YAML::Node root = load_yaml_file(path);
+  YamlMap top(root, path, "");
+  CaseFile out;
+  top.get_int("version");
+  YAML::Node cases = top.child("cases");
+  if (!cases.IsDefined() || !cases.IsSequence())
+    top.fail("cases", "expected a list of cases");
+  size_t i = 0;
+  for (const auto& node : cases) {
+    YamlMap y(node, path, fmt::format("cases[{}]", i++));
+    AccuracyCase c;
+    c.line = location_of(node, path).line;
+    c.id = y.get_string("id");
+    c.group = y.get_string("group");
+    c.source = y.opt_string("source").value_or("");
+    y.allow("notes");
+    YamlMap hw = y.get_map("hardware");
+    c.profile = hw.get_string("profile");
+    c.num_gpus = static_cast<int>(hw.get_int("num_gpus"));
+    YamlMap tr = y.get_map("training");
+    c.workload.seq_len = tr.get_int("seq_len");
+    c.workload.global_batch = tr.get_int("global_batch");
+    c.mbs = opt_int(tr, "micro_batch", 1);
+    c.workload.precision = case_precision(tr);
+    YamlMap mo = y.get_map("model");
+    c.model = case_model(mo, c.workload.seq_len);
+    YamlMap pl = y.get_map("plan");
+    c.tp = opt_int(pl, "tp", 1);
+    c.pp = opt_int(pl, "pp", 1);
+    c.dp = opt_int(pl, "dp", 1);
+    c.cp = opt_int(pl, "cp", 1);
+    c.ep = opt_int(pl, "ep", 1);
+    c.etp = opt_int(pl, "etp", 1);
+    c.vpp = opt_int(pl, "vpp", 1);
+    c.sp = pl.opt_bool("sp");
+    c.zero = opt_int(pl, "zero", 0);
+    c.recompute = pl.opt_enum("recompute", {"none", "selective", "full"});
+    c.schedule = pl.opt_string("schedule");
+    YamlMap me = y.get_map("measured");
+    c.measured_step_time_s = me.get_double("step_time_s", 0);
+    c.measured_peak_memory_gib = me.opt_double("peak_memory_gib", 0);
+    me.allow("derivation");
+    me.allow("printed");
+    out.cases.push_back(std::move(c));
+  }
+  YAML::Node layers = top.child("layer_cases");
+  if (layers.IsDefined() && layers.IsSequence()) {
+    i = 0;
+    for (const auto& node : layers) {
+      YamlMap y(node, path, fmt::format("layer_cases[{}]", i++));
+      LayerCase c;
+      c.id = y.get_string("id");
+      c.source = y.opt_string("source").value_or("");
+      y.allow("notes");
+      YamlMap hw = y.get_map("hardware");
+      c.profile = hw.get_string("profile");
+      c.num_gpus = static_cast<int>(hw.get_int("num_gpus"));
+      YamlMap tr = y.get_map("training");
+      c.mbs = static_cast<int>(tr.get_int("micro_batch"));
+      c.workload.seq_len = tr.get_int("seq_len");
+      c.workload.precision = case_precision(tr);
+      c.workload.global_batch = c.mbs;
+      YamlMap mo = y.get_map("model");
+      c.model = case_model(mo, c.workload.seq_len);
+      YamlMap pl = y.get_map("plan");
+      c.tp = static_cast<int>(pl.get_int("tp"));
+      c.sp = pl.opt_bool("sp").value_or(false);
+      c.recompute = pl.opt_enum("recompute", {"none", "selective", "full"}).value_or("none");
+      YamlMap me = y.get_map("measured");
+      c.measured_layer_ms = me.get_double("layer_fwd_bwd_ms", 0);
+      out.layer_cases.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+static std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
+  CaseResult r;
+  r.id = c.id;
+  r.group = c.group;
+  r.measured_s = c.measured_step_time_s;
+  r.measured_peak_memory_gib = c.measured_peak_memory_gib;
+  const HardwareProfile* hw = opt.profile ? opt.profile(c.profile) : nullptr;
+  if (!hw) {
+    r.skipped = fmt::format("unknown hardware profile '{}'", c.profile);
+    return r;
+  }
+  Cluster cluster;
+  cluster.profile = *hw;
+  cluster.num_gpus = c.num_gpus;
+
+  // Candidate values for every field; a published field has exactly one.
+  const int n = c.num_gpus;
+  auto cands = [&](const std::optional<int>& v, std::vector<int> all) {
+    return v ? std::vector<int>{*v} : all;
+  };
+  const std::vector<int> all_div = divisors(n);
+  const std::vector<int> tps = cands(c.tp, [&] {
+    std::vector<int> t;
+    for (int x : all_div)
+      if (x <= hw->node.gpus_per_node) t.push_back(x);
+    return t;
+  }());
+  const std::vector<int> pps = cands(c.pp, all_div);
+  const std::vector<int> cps = cands(c.cp, {1});
+  const std::vector<int> mbss = cands(c.mbs, {1, 2, 4, 8});
+  const std::vector<int> vpps = cands(c.vpp, {1, 2, 3, 4, 6, 8});
+  const std::vector<int> zeros = cands(c.zero, {0, 1});
+  std::vector<int> sps = c.sp ? std::vector<int>{*c.sp ? 1 : 0} : std::vector<int>{0, 1};
+
+  double best = -1;
+  Plan best_plan;
+  Estimate best_est;
+  int evaluated = 0;
+  std::string last_reason = "no layout satisfies the published fields";
+  for (int tp : tps)
+    for (int pp : pps)
+      for (int cp : cps) {
+        if (static_cast<int64_t>(tp) * pp * cp > n || n % (tp * pp * cp) != 0) continue;
+        const int dp = n / (tp * pp * cp);
+        if (c.dp && *c.dp != dp) continue;
+        for (int mbs : mbss)
+          for (int vpp : vpps)
+            for (int zero : zeros)
+              for (int sp : sps) {
+                Plan p;
+                p.tp = tp;
+                p.pp = pp;
+                p.cp = cp;
+                p.dp = dp;
+                p.ep = c.ep.value_or(1);
+                p.etp = c.etp.value_or(1);
+                p.vpp = pp == 1 ? 1 : vpp;
+                if (pp == 1 && vpp != vpps.front()) continue;
+                p.sp = sp == 1 && tp > 1;
+                if (sp == 1 && tp == 1 && sps.size() > 1) continue;
+                p.zero = (dp * cp == 1) ? 0 : zero;
+                if (dp * cp == 1 && zero != zeros.front()) continue;
+                p.mbs = mbs;
+                p.gbs = c.workload.global_batch;
+                const std::string rec = c.recompute.value_or("none");
+                p.recompute = rec == "full" ? Recompute::kFull
+                              : rec == "selective" ? Recompute::kSelective
+                                                   : Recompute::kNone;
+                if (c.schedule && *c.schedule != "dualpipe") p.schedule = *c.schedule;
+                else if (c.schedule) p.schedule = "dualpipe-v";
+                else p.schedule = p.vpp > 1 ? "interleaved" : "1f1b";
+                if (p.pp == 1) p.schedule = "1f1b";
+                p.flash_attention = opt.flash_attention;
+                p.overlap_grad_reduce = opt.overlap_grad_reduce;
+                Workload w = c.workload;
+                auto v = validate_plan(c.model, n, w, p);
+                if (v.empty()) v = validate_schedule(p);
+                if (v.empty()) v = validate_against_hardware(*hw, w, p);
+                if (!v.empty()) {
+                  last_reason = fmt::format("{}: {}", v.front().flag, v.front().reason);
+                  continue;
+                }
+                Estimate e = estimate(c.model, cluster, w, p);
+                ++evaluated;
+                // A published layout is taken as it ran, even where our memory model says it
+                // does not fit; unpublished fields only take values that fit.
+                const bool all_published = tps.size() == 1 && pps.size() == 1 && mbss.size() == 1 &&
+                                           vpps.size() == 1 && zeros.size() == 1 && sps.size() == 1;
+                if (!e.fits && !all_published) {
+                  last_reason = "no candidate layout fits in memory";
+                  continue;
+                }
+                if (best < 0 || e.step_time_s < best) {
+                  best = e.step_time_s;
+                  best_plan = p;
+                  best_est = e;
+                }
+              }
+      }
+  if (best < 0) {
+    r.skipped = last_reason;
+    return r;
+  }
+  r.predicted_s = best;
+  r.error_pct = (best - r.measured_s) / r.measured_s * 100.0;
+  r.plan = best_plan.describe();
+  r.predicted_peak_memory_gib = best_est.memory_peak.total_bytes() / units::kGiB;
+  return r;
+}
+
+CaseResult predict_layer_case(const LayerCase& c, const AccuracyOptions& opt) {
+  CaseResult r;
+  r.id = c.id;
+  r.group = "layer_cases";
+  r.measured_s = c.measured_layer_ms / 1000.0;
+  const HardwareProfile* hw = opt.profile ? opt.profile(c.profile) : nullptr;
+  if (!hw) {
+    r.skipped = fmt::format("unknown hardware profile '{}'", c.profile);
+    return r;
+  }
+  Plan p;
+  p.tp = c.tp;
+  p.dp = 1;
+  p.mbs = c.mbs;
+  p.gbs = c.mbs;
+  p.sp = c.sp;
+  p.recompute = c.recompute == "full"        ? Recompute::kFull
+                : c.recompute == "selective" ? Recompute::kSelective
+                                             : Recompute::kNone;
+  p.flash_attention = opt.flash_attention;
+  Cluster cl;
+  cl.profile = *hw;
+  cl.num_gpus = c.tp;
+  OpProgram prog;
+  build_op_program(c.model, c.workload, p, cl, prog);
+  ComputeCostModel cm{hw, c.workload.precision};
+  double t = 0;
+  for (const Op& o : prog.dense_layer) {
+    const double ot = o.kind == OpKind::kCollective
+                          ? collective_cost(*hw, o.collective, o.bytes, o.group).time_s
+                          : cm.op_s(o);
+    t += ot;
+    const bool fwd = o.pass == Pass::kForward;
+    if (fwd && (p.recompute == Recompute::kFull || (p.recompute == Recompute::kSelective && o.selective)))
+      t += ot;
+  }
+  r.predicted_s = t;
+  r.error_pct = (t - r.measured_s) / r.measured_s * 100.0;
+  r.plan = p.describe();
+  return r;
+}
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  auto ranks = [](const std::vector<double>& v) {
+    std::vector<size_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::sort(idx.begin(), idx.end(), [&](size_t x, size_t y) { return v[x] < v[y]; });
+    std::vector<double> r(v.size());
+    for (size_t i = 0; i < idx.size();) {
+      size_t j = i;
+      while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+      const double avg = (static_cast<double>(i) + static_cast<double>(j)) / 2.0 + 1.0;
+      for (size_t k = i; k <= j; ++k) r[idx[k]] = avg;
+      i = j + 1;
+    }
+    return r;
+  };
+  const auto ra = ranks(a), rb = ranks(b);
+  const double n = static_cast<double>(a.size());
+  const double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / n;
+  const double mb = std::accumulate(rb.begin(), rb.end(), 0.0) / n;
+  double num = 0, da = 0, db = 0;
+  for (size_t i = 0; i < ra.size(); ++i) {
+    num += (ra[i] - ma) * (rb[i] - mb);
+    da += (ra[i] - ma) * (ra[i] - ma);
+    db += (rb[i] - mb) * (rb[i] - mb);
+  }
+  return da > 0 && db > 0 ? num / std::sqrt(da * db) : 0.0;
+}
+
+AccuracySummary summarize(const std::vector<CaseResult>& results) {
+  AccuracySummary s;
+  std::vector<double> abs_err;
+  std::map<std::string, std::vector<const CaseResult*>> by_group;
+  for (const auto& r : results) {
+    ++s.cases_total;
+    if (!r.skipped.empty()) continue;
+    ++s.cases_predicted;
+    abs_err.push_back(std::fabs(r.error_pct));
+    by_group[r.group].push_back(&r);
+  }
+  if (!abs_err.empty()) {
+    s.mape_pct = std::accumulate(abs_err.begin(), abs_err.end(), 0.0) / abs_err.size();
+    s.max_abs_pct = *std::max_element(abs_err.begin(), abs_err.end());
+    std::vector<double> sorted = abs_err;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t k = sorted.size();
+    s.median_abs_pct = k % 2 ? sorted[k / 2] : 0.5 * (sorted[k / 2 - 1] + sorted[k / 2]);
+  }
+  for (const auto& [g, rs] : by_group) {
+    GroupSummary gs;
+    gs.group = g;
+    gs.cases = static_cast<int>(rs.size());
+    std::vector<double> pred, meas;
+    double sum = 0;
+    for (const CaseResult* r : rs) {
+      sum += std::fabs(r->error_pct);
+      pred.push_back(r->predicted_s);
+      meas.push_back(r->measured_s);
+    }
+    gs.mape_pct = sum / rs.size();
+    if (rs.size() >= 3) gs.spearman = spearman(pred, meas);
+    s.groups.push_back(gs);
+  }
+  return s;
+}
+
+}  // namespace dtplan

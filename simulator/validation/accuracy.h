@@ -1,0 +1,91 @@
+// Predicted vs measured: reads the ground-truth case format (shared/groundtruth/README.md),
+// predicts every case with an evaluator, and summarizes the error (MAPE, median, max,
+// per-group MAPE and Spearman rank correlation, coverage).
+//
+// A plan field that is null in a case is unpublished: the runner evaluates every feasible
+// value of it and keeps the fastest plan that fits in memory (the "best feasible value").
+// Framework knobs the case format does not carry (attention kernel, gradient-reduce overlap)
+// are runner options, applied to every case alike.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/estimate.h"
+#include "core/hardware.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+
+namespace dtplan {
+
+struct AccuracyCase {
+  std::string id, group, source;
+  ModelSpec model;
+  std::string profile;
+  int num_gpus = 0;
+  Workload workload;
+  std::optional<int> tp, pp, dp, cp, ep, etp, vpp, zero, mbs;
+  std::optional<bool> sp;
+  std::optional<std::string> recompute, schedule;
+  double measured_step_time_s = 0;
+  std::optional<double> measured_peak_memory_gib;
+  int line = 0;  // where the case starts in the file
+};
+
+struct LayerCase {
+  std::string id, source, profile;
+  ModelSpec model;
+  int num_gpus = 0;
+  Workload workload;
+  int mbs = 1, tp = 1;
+  bool sp = false;
+  std::string recompute;
+  double measured_layer_ms = 0;
+};
+
+struct CaseFile {
+  std::vector<AccuracyCase> cases;
+  std::vector<LayerCase> layer_cases;
+};
+
+CaseFile load_case_file(const std::string& path);
+
+struct AccuracyOptions {
+  bool flash_attention = false;      // the dev set's frameworks used unfused attention
+  bool overlap_grad_reduce = false;  // and reduced gradients after the backward
+  // Profile lookup: name -> profile (lets callers substitute fitted parameters).
+  std::function<const HardwareProfile*(const std::string&)> profile;
+};
+
+struct CaseResult {
+  std::string id, group;
+  double measured_s = 0;
+  double predicted_s = 0;
+  double error_pct = 0;  // (predicted - measured) / measured x 100
+  std::string skipped;   // reason, empty when predicted
+  std::string plan;      // the evaluated layout
+  std::optional<double> measured_peak_memory_gib, predicted_peak_memory_gib;
+};
+
+struct GroupSummary {
+  std::string group;
+  int cases = 0;
+  double mape_pct = 0;
+  std::optional<double> spearman;  // needs >= 3 predicted cases with distinct values
+};
+
+struct AccuracySummary {
+  double mape_pct = 0, median_abs_pct = 0, max_abs_pct = 0;
+  int cases_total = 0, cases_predicted = 0;
+  std::vector<GroupSummary> groups;
+};
+
+CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt);
+CaseResult predict_layer_case(const LayerCase& c, const AccuracyOptions& opt);
+AccuracySummary summarize(const std::vector<CaseResult>& results);
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace dtplan

@@ -1,0 +1,77 @@
+// One operation of the op program: what one GPU executes for one micro-batch, with the sizes
+// after TP/CP/EP/SP sharding. Both evaluators (analytic and discrete-event) consume these.
+#pragma once
+
+#include <cstdint>
+
+#include "core/hardware.h"
+
+namespace dtplan {
+
+enum class OpKind : uint8_t {
+  kGemm,         // dense matmul M x N x K (count independent copies: grouped/batched)
+  kAttention,    // fused (flash) attention core: FLOPs and bytes
+  kElementwise,  // memory-bound kernel: bytes moved
+  kCollective,   // communication within one parallel dimension
+};
+
+enum class Pass : uint8_t {
+  kForward,
+  kBackwardInput,   // input (activation) gradients: the "B" of zero-bubble schedules
+  kBackwardWeight,  // weight gradients: the "W"
+};
+
+// The parallel dimension a collective belongs to (for exposed-communication accounting).
+enum class CommDim : uint8_t { kTP, kCP, kEP, kPP, kDP };
+inline constexpr int kNumCommDims = 5;
+const char* to_string(CommDim d);
+
+// Where a communication group lives: how many of its ranks share a node, how many nodes.
+struct GroupPlacement {
+  int size = 1;            // ranks in the group
+  int ranks_per_node = 1;  // of those, how many share one node (NVLink domain)
+  int nodes = 1;           // nodes the group spans
+  int node_gpus_busy = 1;  // GPUs of one node whose groups of this kind run at once (NIC sharing)
+  bool crosses_nodes() const { return nodes > 1; }
+};
+
+struct Op {
+  OpKind kind = OpKind::kElementwise;
+  Pass pass = Pass::kForward;
+  const char* name = "";
+  // GEMM shape (per copy) and copy count.
+  int64_t m = 0, n = 0, k = 0;
+  int count = 1;
+  // FLOPs (attention) and bytes moved (elementwise, attention, and GEMM operands).
+  double flops = 0;
+  double bytes = 0;
+  // Collective.
+  CollectiveOp collective = CollectiveOp::kAllReduce;
+  CommDim dim = CommDim::kTP;
+  GroupPlacement group;
+  bool recompute = false;  // part of activation recomputation (executed before the backward)
+  bool selective = false;  // recomputed under selective recompute (the attention core)
+  bool overlappable = false;  // a collective that may hide behind independent compute
+
+  double gemm_flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
+};
+
+// A fixed-capacity list of ops: building and walking it allocates nothing.
+template <int Capacity>
+class OpList {
+ public:
+  void push(const Op& op) {
+    if (size_ < Capacity) ops_[size_++] = op;
+  }
+  int size() const { return size_; }
+  const Op* begin() const { return ops_; }
+  const Op* end() const { return ops_ + size_; }
+  const Op& operator[](int i) const { return ops_[i]; }
+  bool full() const { return size_ >= Capacity; }
+
+ private:
+  Op ops_[Capacity];
+  int size_ = 0;
+};
+
+}  // namespace dtplan

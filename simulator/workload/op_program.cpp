@@ -1,0 +1,392 @@
+#include "simulator/workload/op_program.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace dtplan {
+
+const char* to_string(CommDim d) {
+  switch (d) {
+    case CommDim::kTP: return "tp";
+    case CommDim::kCP: return "cp";
+    case CommDim::kEP: return "ep";
+    case CommDim::kPP: return "pp";
+    case CommDim::kDP: return "dp";
+  }
+  return "?";
+}
+
+static GroupPlacement place(int size, int stride, int gpus_per_node, int num_gpus) {
+  GroupPlacement g;
+  g.size = std::max(1, size);
+  if (g.size == 1) return g;
+  const int per_node = stride >= gpus_per_node ? 1 : std::max(1, gpus_per_node / stride);
+  g.ranks_per_node = std::min(g.size, per_node);
+  g.nodes = (g.size + g.ranks_per_node - 1) / g.ranks_per_node;
+  g.node_gpus_busy = std::min(gpus_per_node, num_gpus);
+  return g;
+}
+
+Placements place_groups(const Plan& p, const HardwareProfile& hw, int num_gpus) {
+  // The NVLink domain is what "node" means for placement (72 GPUs on an NVL72 rack).
+  const int g = std::max(1, hw.node.nvlink_domain_gpus);
+  Placements out;
+  // Dense grid: order of the dims in the rank order, innermost first (ep is carved out of
+  // cp x dp and has its own grid below).
+  int stride = 1;
+  const char* order = p.rank_order.c_str();
+  const bool pp_inside_dp = std::strstr(order, "pp-dp") != nullptr;
+  out.tp = place(p.tp, stride, g, num_gpus);
+  stride *= p.tp;
+  out.cp = place(p.cp, stride, g, num_gpus);
+  stride *= p.cp;
+  if (pp_inside_dp) {
+    out.pp = place(p.pp, stride, g, num_gpus);
+    stride *= p.pp;
+    out.dp = place(p.dp * p.cp, p.tp, g, num_gpus);  // gradient reduce spans dp x cp
+    out.dp.size = p.dp * p.cp;
+  } else {
+    out.dp = place(p.dp, stride, g, num_gpus);
+    stride *= p.dp;
+    out.pp = place(p.pp, stride, g, num_gpus);
+  }
+  // Gradients are reduced over dp x cp ranks (CP ranks hold the same weights).
+  if (p.cp > 1 && !pp_inside_dp) {
+    out.dp = place(p.dp * p.cp, p.tp, g, num_gpus);
+  }
+  // Expert grid: etp innermost, then ep, then expert-data-parallel.
+  out.etp = place(p.etp, 1, g, num_gpus);
+  out.ep = place(p.ep, p.etp, g, num_gpus);
+  out.edp = place(p.edp(), p.etp * p.ep, g, num_gpus);
+  // Pipeline send/recv: one peer at a time, so one rail per local GPU.
+  out.pp.node_gpus_busy = 1;
+  out.pp.ranks_per_node = 1;
+  return out;
+}
+
+namespace {
+
+// Builds forward ops into a scratch list, then appends the mirrored backward ops.
+struct Builder {
+  const ModelSpec& m;
+  const Workload& w;
+  const Plan& p;
+  const Placements& g;
+  LayerOps fwd;
+
+  double act_bytes() const { return 2.0; }  // bf16/fp16 activations (fp8 only inside GEMMs)
+
+  void gemm(const char* name, int64_t M, int64_t N, int64_t K, int count = 1,
+            bool weights = true, bool selective = false) {
+    Op o;
+    o.kind = OpKind::kGemm;
+    o.name = name;
+    o.m = M;
+    o.n = N;
+    o.k = K;
+    o.count = count;
+    o.selective = selective;
+    o.overlappable = weights;  // reused below: "has weights" (a weight-gradient GEMM exists)
+    fwd.push(o);
+  }
+  void elementwise(const char* name, double bytes, bool selective = false) {
+    Op o;
+    o.kind = OpKind::kElementwise;
+    o.name = name;
+    o.bytes = bytes;
+    o.selective = selective;
+    fwd.push(o);
+  }
+  void attention(const char* name, double flops, double bytes) {
+    Op o;
+    o.kind = OpKind::kAttention;
+    o.name = name;
+    o.flops = flops;
+    o.bytes = bytes;
+    o.selective = true;
+    fwd.push(o);
+  }
+  void collective(const char* name, CollectiveOp op, CommDim dim, const GroupPlacement& pl,
+                  double bytes, bool overlappable = false) {
+    if (pl.size <= 1 || bytes <= 0) return;
+    Op o;
+    o.kind = OpKind::kCollective;
+    o.name = name;
+    o.collective = op;
+    o.dim = dim;
+    o.group = pl;
+    o.bytes = bytes;
+    o.overlappable = overlappable;
+    fwd.push(o);
+  }
+};
+
+// Tensor-parallel collectives around a block: Megatron's f/g conjugate operators.
+// Forward: entering a TP region is an identity (SP: all-gather), leaving it an all-reduce
+// (SP: reduce-scatter). The backward mirrors them.
+void tp_enter(Builder& b, double bytes) {
+  if (b.p.sp) b.collective("tp_allgather", CollectiveOp::kAllGather, CommDim::kTP, b.g.tp, bytes);
+}
+void tp_exit(Builder& b, double bytes) {
+  b.collective(b.p.sp ? "tp_reducescatter" : "tp_allreduce",
+               b.p.sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, CommDim::kTP,
+               b.g.tp, bytes);
+}
+
+void attention_block(Builder& b, int64_t T, double Tn) {
+  const ModelSpec& m = b.m;
+  const Plan& p = b.p;
+  const double h = static_cast<double>(m.hidden);
+  const double ab = b.act_bytes();
+  const int t = p.tp;
+  const double full = static_cast<double>(T) * h * ab;  // one [T, h] activation, unsharded
+  b.elementwise("input_norm", Tn * h * 2 * ab);
+  tp_enter(b, full);
+  const int64_t heads_local = std::max(1, m.heads / t);
+  int64_t qkv_n;
+  int64_t q_local, v_head;
+  if (m.mla) {
+    const MlaSpec& a = *m.mla;
+    const int64_t qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    // Down-projections are replicated across TP (small); up-projections are head-sharded.
+    if (a.q_lora_rank > 0) {
+      b.gemm("q_down", T, a.q_lora_rank, m.hidden);
+      b.gemm("q_up", T, heads_local * qk_head, a.q_lora_rank);
+    } else {
+      b.gemm("q_proj", T, heads_local * qk_head, m.hidden);
+    }
+    b.gemm("kv_down", T, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden);
+    b.gemm("kv_up", T, heads_local * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
+    q_local = heads_local * qk_head;
+    v_head = a.v_head_dim;
+    qkv_n = 0;
+  } else {
+    const int64_t kv_local = std::max<int64_t>(m.head_dim, m.kv_width() / t);  // replicated when tp > kv_heads
+    qkv_n = heads_local * m.head_dim + 2 * kv_local;
+    q_local = heads_local * m.head_dim;
+    v_head = m.head_dim;
+    b.gemm("qkv", T, qkv_n, m.hidden);
+  }
+  // Context parallelism: ring exchange of K and V (GQA shrinks it), overlapped with attention.
+  if (p.cp > 1) {
+    const double kv_bytes = static_cast<double>(T) * 2.0 * (m.mla ? heads_local * (m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim + v_head) / 2.0 : std::max<double>(m.head_dim, m.kv_width() / t)) * ab;
+    b.collective("cp_kv_exchange", CollectiveOp::kSendRecv, CommDim::kCP, b.g.cp,
+                 (p.cp - 1) * kv_bytes, true);
+  }
+  const double s_q = static_cast<double>(b.w.seq_len) / p.cp;
+  const double s_kv = static_cast<double>(b.w.seq_len);
+  const double batch_heads = static_cast<double>(p.mbs) * heads_local;
+  const int64_t qk_dim = m.mla ? m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim : m.head_dim;
+  if (p.flash_attention) {
+    // Causal: half of the score matrix is computed (load-balanced across CP ranks).
+    const double flops = 2.0 * batch_heads * s_q * s_kv * (qk_dim + v_head) * 0.5;
+    const double bytes = static_cast<double>(T) * (q_local * 2 + heads_local * v_head * 2.0 + 2.0 * q_local) * ab;
+    b.attention("flash_attention", flops, bytes);
+  } else {
+    // Unfused (Megatron fused scale-mask-softmax): full s x s scores, softmax and dropout.
+    const double elems = batch_heads * s_q * s_kv;
+    const int bh = static_cast<int>(batch_heads);
+    b.gemm("attn_scores", static_cast<int64_t>(s_q), static_cast<int64_t>(s_kv), qk_dim, bh, false, true);
+    b.elementwise("softmax", elems * 2 * ab, true);
+    b.elementwise("attn_dropout", elems * (2 * ab + 1), true);
+    b.gemm("attn_context", static_cast<int64_t>(s_q), v_head, static_cast<int64_t>(s_kv), bh, false, true);
+  }
+  b.gemm("attn_out", T, m.hidden, heads_local * v_head);
+  tp_exit(b, full);
+  b.elementwise("dropout_residual", Tn * h * (3 * ab + 1));
+  (void)qkv_n;
+}
+
+void dense_mlp(Builder& b, int64_t T, double Tn, int64_t width, const char* fc1, const char* fc2) {
+  const ModelSpec& m = b.m;
+  const double ab = b.act_bytes();
+  const int64_t f_local = width / b.p.tp;
+  const int gate = m.ffn_act == FfnAct::kSwiglu ? 2 : 1;
+  b.gemm(fc1, T, gate * f_local, m.hidden);
+  b.elementwise("activation", static_cast<double>(T) * f_local * (gate + 1) * ab);
+  b.gemm(fc2, T, m.hidden, f_local);
+  (void)Tn;
+}
+
+void mlp_block(Builder& b, int64_t T, double Tn, bool moe) {
+  const ModelSpec& m = b.m;
+  const Plan& p = b.p;
+  const double h = static_cast<double>(m.hidden);
+  const double ab = b.act_bytes();
+  const double full = static_cast<double>(T) * h * ab;
+  b.elementwise("post_attn_norm", Tn * h * 2 * ab);
+  if (!moe) {
+    tp_enter(b, full);
+    dense_mlp(b, T, Tn, m.ffn_hidden, "fc1", "fc2");
+    tp_exit(b, full);
+  } else {
+    const MoeSpec& e = *m.moe;
+    // Router on this rank's tokens (sequence-sharded with SP).
+    const auto Tr = static_cast<int64_t>(Tn);
+    b.gemm("router", Tr, e.experts, m.hidden);
+    b.elementwise("router_topk", Tn * e.experts * 4.0 * 2);
+    // Token-expert pairs this rank computes with balanced routing: T*K*ep*etp/(E*tp) per
+    // local expert, E/ep local experts (derivation in docs/performance-model.md).
+    const double pairs = static_cast<double>(T) * e.topk * p.etp / p.tp;
+    const int local_experts = std::max(1, e.experts / p.ep);
+    const auto per_expert = static_cast<int64_t>(std::max(1.0, pairs / local_experts));
+    b.elementwise("permute", pairs * h * 2 * ab);
+    const double a2a = pairs * h * ab;
+    b.collective("ep_dispatch", CollectiveOp::kAllToAll, CommDim::kEP, b.g.ep, a2a, p.ep_comm_overlap);
+    const int gate = m.ffn_act == FfnAct::kSwiglu ? 2 : 1;
+    const int64_t fe_local = e.expert_ffn_hidden / p.etp;
+    b.gemm("expert_fc1", per_expert, gate * fe_local, m.hidden, local_experts);
+    b.elementwise("expert_activation", pairs * fe_local * (gate + 1) * ab);
+    b.gemm("expert_fc2", per_expert, m.hidden, fe_local, local_experts);
+    b.collective("ep_combine", CollectiveOp::kAllToAll, CommDim::kEP, b.g.ep, a2a, p.ep_comm_overlap);
+    b.elementwise("unpermute", pairs * h * 2 * ab);
+    if (e.shared_experts > 0) {
+      tp_enter(b, full);
+      dense_mlp(b, T, Tn, e.shared_ffn_hidden * e.shared_experts, "shared_fc1", "shared_fc2");
+      tp_exit(b, full);
+    }
+  }
+  b.elementwise("dropout_residual", Tn * h * (3 * ab + 1));
+}
+
+// Appends the forward list and its mirrored backward to `out`.
+void emit_with_backward(const LayerOps& fwd, bool sp, LayerOps& out) {
+  for (const Op& o : fwd) out.push(o);
+  for (int i = fwd.size() - 1; i >= 0; --i) {
+    Op f = fwd[i];
+    switch (f.kind) {
+      case OpKind::kGemm: {
+        const bool has_weights = f.overlappable;
+        Op dgrad = f;
+        dgrad.pass = Pass::kBackwardInput;
+        dgrad.n = f.k;
+        dgrad.k = f.n;
+        dgrad.overlappable = false;
+        out.push(dgrad);
+        Op second = f;
+        second.overlappable = false;
+        if (has_weights) {
+          second.pass = Pass::kBackwardWeight;
+          second.m = f.k;
+          second.n = f.n;
+          second.k = f.m;
+        } else {  // batched attention GEMMs: both operands are activations
+          second.pass = Pass::kBackwardInput;
+          second.m = f.k;
+          second.n = f.n;
+          second.k = f.m;
+        }
+        out.push(second);
+        break;
+      }
+      case OpKind::kAttention: {
+        Op bw = f;
+        bw.pass = Pass::kBackwardInput;
+        bw.flops = 2.5 * f.flops;  // FlashAttention-2 backward: 5 matmuls vs 2 forward
+        bw.bytes = 2.0 * f.bytes;
+        out.push(bw);
+        break;
+      }
+      case OpKind::kElementwise: {
+        Op bw = f;
+        bw.pass = Pass::kBackwardInput;
+        bw.bytes = 1.5 * f.bytes;  // reads the saved input and the incoming gradient
+        out.push(bw);
+        break;
+      }
+      case OpKind::kCollective: {
+        Op bw = f;
+        bw.pass = Pass::kBackwardInput;
+        if (f.dim == CommDim::kTP) {
+          // Conjugates: all-gather <-> reduce-scatter; the all-reduce moves to where forward had
+          // the identity, so count it the same number of times.
+          if (f.collective == CollectiveOp::kAllGather) {
+            bw.collective = CollectiveOp::kReduceScatter;
+            bw.name = "tp_reducescatter_bwd";
+            out.push(bw);
+            if (sp) {  // re-gather the sequence-sharded input for the weight gradient
+              Op ag = f;
+              ag.pass = Pass::kBackwardWeight;
+              ag.name = "tp_allgather_wgrad";
+              ag.overlappable = true;  // Megatron overlaps it with the input-gradient GEMM
+              out.push(ag);
+            }
+          } else if (f.collective == CollectiveOp::kReduceScatter) {
+            bw.collective = CollectiveOp::kAllGather;
+            bw.name = "tp_allgather_bwd";
+            out.push(bw);
+          } else {
+            bw.name = "tp_allreduce_bwd";
+            out.push(bw);
+          }
+        } else if (f.dim == CommDim::kCP) {
+          out.push(bw);  // K/V exchange again
+          Op rs = f;     // and the dK/dV gradients back (reduce-scatter as ring p2p)
+          rs.pass = Pass::kBackwardInput;
+          rs.name = "cp_dkv_exchange";
+          out.push(rs);
+        } else {
+          out.push(bw);  // EP dispatch/combine mirror each other
+        }
+        break;
+      }
+    }
+  }
+}
+
+void build_layer(const ModelSpec& m, const Workload& w, const Plan& p, const Placements& g,
+                 bool moe, LayerOps& out) {
+  Builder b{m, w, p, g, {}};
+  const int64_t T = static_cast<int64_t>(p.mbs) * w.seq_len / p.cp;
+  const double Tn = p.sp ? static_cast<double>(T) / p.tp : static_cast<double>(T);
+  attention_block(b, T, Tn);
+  mlp_block(b, T, Tn, moe);
+  emit_with_backward(b.fwd, p.sp, out);
+}
+
+}  // namespace
+
+void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, const Cluster& c,
+                      OpProgram& out) {
+  out = OpProgram{};
+  out.groups = place_groups(p, c.profile, c.num_gpus);
+  build_layer(m, w, p, out.groups, false, out.dense_layer);
+  if (m.moe) build_layer(m, w, p, out.groups, true, out.moe_layer);
+
+  const int64_t T = static_cast<int64_t>(p.mbs) * w.seq_len / p.cp;
+  const double Tn = p.sp ? static_cast<double>(T) / p.tp : static_cast<double>(T);
+  const double h = static_cast<double>(m.hidden), ab = 2.0;
+  out.tokens_per_microbatch = T;
+  out.pp_message_bytes = Tn * h * ab;
+
+  // Embedding (first stage): lookup (+ learned positions) and dropout; backward scatters
+  // gradients into the table.
+  {
+    Op o;
+    o.kind = OpKind::kElementwise;
+    o.name = "embedding_lookup";
+    o.bytes = Tn * h * (ab + 1) + (m.position_embedding == PositionEmbedding::kLearned ? Tn * h * 2 * ab : 0);
+    out.embedding.push(o);
+    o.pass = Pass::kBackwardWeight;
+    o.name = "embedding_grad";
+    o.bytes = Tn * h * 3 * ab;
+    out.embedding.push(o);
+  }
+  // Head (last stage): final norm, logits GEMM over the vocab shard, vocab-parallel cross
+  // entropy (fp32 logits: several passes over T x V/t), its small TP all-reduces.
+  {
+    const int64_t v_local = m.vocab / p.tp;
+    Builder b{m, w, p, out.groups, {}};
+    b.elementwise("final_norm", Tn * h * 2 * ab);
+    tp_enter(b, static_cast<double>(T) * h * ab);
+    b.gemm("logits", T, v_local, m.hidden);
+    b.elementwise("cross_entropy", static_cast<double>(T) * v_local * (ab + 4 + 4 + 4));
+    b.collective("tp_loss_allreduce", CollectiveOp::kAllReduce, CommDim::kTP, out.groups.tp,
+                 static_cast<double>(T) * 4 * 3);
+    LayerOps tmp;
+    emit_with_backward(b.fwd, p.sp, tmp);
+    for (const Op& o : tmp) out.head.push(o);
+  }
+}
+
+}  // namespace dtplan

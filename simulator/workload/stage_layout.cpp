@@ -1,0 +1,42 @@
+#include "simulator/workload/stage_layout.h"
+
+#include <algorithm>
+
+namespace dtplan {
+
+// Layers in chunk c of n chunks (even split; with uneven_pp the first and last chunks give up
+// the remainder so every middle chunk has ceil(L/n)).
+static void chunk_range(int layers, int n, int c, bool uneven, int& begin, int& end) {
+  if (!uneven || layers % n == 0 || n <= 2) {
+    begin = static_cast<int>(static_cast<long long>(layers) * c / n);
+    end = static_cast<int>(static_cast<long long>(layers) * (c + 1) / n);
+    return;
+  }
+  const int mid = (layers + n - 1) / n;
+  const int rest = layers - (n - 2) * mid;
+  const int first = std::max(0, rest / 2), last = std::max(0, rest - first);
+  if (c == 0) {
+    begin = 0;
+    end = first;
+  } else if (c == n - 1) {
+    begin = layers - last;
+    end = layers;
+  } else {
+    begin = first + (c - 1) * mid;
+    end = std::min(layers - last, begin + mid);
+  }
+}
+
+RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
+  RankLayers r;
+  const int chunks = p.pp * p.vpp;
+  for (int v = 0; v < p.vpp; ++v) {
+    const int c = v * p.pp + rank;
+    int begin = 0, end = 0;
+    chunk_range(m.layers, chunks, c, p.uneven_pp, begin, end);
+    for (int i = begin; i < end; ++i) (m.is_moe_layer(i) ? r.moe : r.dense)++;
+  }
+  return r;
+}
+
+}  // namespace dtplan

@@ -1,0 +1,20 @@
+// Which layers each pipeline rank holds: pp x vpp chunks, round-robin over ranks
+// (Megatron's interleaved assignment), with an even split or, when the plan allows uneven
+// stages, fewer layers on the first and last ranks (which also hold embedding and head).
+#pragma once
+
+#include "core/model_spec.h"
+#include "core/plan.h"
+
+namespace dtplan {
+
+struct RankLayers {
+  int dense = 0;
+  int moe = 0;
+  int total() const { return dense + moe; }
+};
+
+// Layers on pipeline rank `rank` (0-based) over all of its chunks.
+RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank);
+
+}  // namespace dtplan
