@@ -1,8 +1,9 @@
-#include <map>
-#include <memory>
+#include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
+#include <algorithm>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -14,19 +15,25 @@
 namespace dtplan::cli {
 
 void register_accuracy(CLI::App& app, CommandContext& ctx) {
-  auto* cmd = app.add_subcommand("accuracy", "Predict published runs and compare with their measured step times");
+  auto* cmd = app.add_subcommand(
+      "accuracy", "Predict published runs and compare with their measured step times");
   static std::string cases_path, evaluator = "analytic", attention = "unfused", out, group;
+  static std::vector<std::string> only_profiles;
   static bool json = false, overlap = false, verbose = false;
   cmd->add_option("--cases", cases_path, "Case file (shared/groundtruth format)")->required();
-  cmd->add_option("--evaluator", evaluator, "Evaluator")->check(CLI::IsMember({"analytic"}))->capture_default_str();
+  cmd->add_option("--evaluator", evaluator, "Evaluator")
+      ->check(CLI::IsMember({"analytic"}))
+      ->capture_default_str();
   cmd->add_option("--attention", attention,
                   "Attention kernel assumed for every case (the dev set's frameworks predate "
                   "FlashAttention: unfused)")
-      ->check(CLI::IsMember({"flash", "unfused"}))->capture_default_str();
+      ->check(CLI::IsMember({"flash", "unfused"}))
+      ->capture_default_str();
   cmd->add_flag("--overlap-grad-reduce", overlap,
                 "Assume the gradient reduce overlaps the backward (off: Megatron-LM 2021-22 and "
                 "Megatron-DeepSpeed reduced after the backward)");
   cmd->add_option("--group", group, "Only cases whose group starts with this prefix");
+  cmd->add_option("--profile", only_profiles, "Only cases on these hardware profiles");
   cmd->add_flag("--json", json, "Machine-readable output (cases[] and summary)");
   cmd->add_flag("--verbose,-v", verbose, "Print every case (default: groups and the worst cases)");
   cmd->add_option("--out,-o", out, "Write the output to this file (atomically)");
@@ -47,10 +54,16 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       return (profiles[name] = std::move(p)).get();
     };
     std::vector<CaseResult> results, layer_results;
+    auto on_profile = [&](const std::string& prof) {
+      return only_profiles.empty() ||
+             std::find(only_profiles.begin(), only_profiles.end(), prof) != only_profiles.end();
+    };
     for (const auto& c : file.cases)
-      if (group.empty() || c.group.starts_with(group)) results.push_back(predict_case(c, opt));
+      if ((group.empty() || c.group.starts_with(group)) && on_profile(c.profile))
+        results.push_back(predict_case(c, opt));
     if (group.empty() || std::string("layer_cases").starts_with(group))
-      for (const auto& c : file.layer_cases) layer_results.push_back(predict_layer_case(c, opt));
+      for (const auto& c : file.layer_cases)
+        if (on_profile(c.profile)) layer_results.push_back(predict_layer_case(c, opt));
     AccuracySummary s = summarize(results);
     AccuracySummary ls = summarize(layer_results);
 
@@ -59,11 +72,13 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
     if (json) {
       nlohmann::json j;
       auto case_json = [](const CaseResult& r) {
-        nlohmann::json c = {{"id", r.id},
-                            {"group", r.group},
-                            {"measured_step_time_s", r.measured_s},
-                            {"skipped", r.skipped.empty() ? nlohmann::json() : nlohmann::json(r.skipped)}};
-        c["predicted_step_time_s"] = r.skipped.empty() ? nlohmann::json(r.predicted_s) : nlohmann::json();
+        nlohmann::json c = {
+            {"id", r.id},
+            {"group", r.group},
+            {"measured_step_time_s", r.measured_s},
+            {"skipped", r.skipped.empty() ? nlohmann::json() : nlohmann::json(r.skipped)}};
+        c["predicted_step_time_s"] =
+            r.skipped.empty() ? nlohmann::json(r.predicted_s) : nlohmann::json();
         c["error_pct"] = r.skipped.empty() ? nlohmann::json(r.error_pct) : nlohmann::json();
         c["plan"] = r.plan;
         if (r.measured_peak_memory_gib) {
@@ -95,12 +110,12 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       };
       j["summary"] = summary_json(s);
       j["layer_summary"] = summary_json(ls);
-      j["assumptions"] = {{"evaluator", evaluator},
-                          {"attention", attention},
-                          {"overlap_grad_reduce", overlap}};
+      j["assumptions"] = {
+          {"evaluator", evaluator}, {"attention", attention}, {"overlap_grad_reduce", overlap}};
       text = j.dump(2) + "\n";
     } else {
-      fmt::format_to(o, "{:<58} {:>11} {:>11} {:>8}\n", "case", "predicted s", "measured s", "error");
+      fmt::format_to(o, "{:<58} {:>11} {:>11} {:>8}\n", "case", "predicted s", "measured s",
+                     "error");
       std::vector<const CaseResult*> shown;
       for (const auto& r : results) shown.push_back(&r);
       if (!verbose) {
@@ -111,33 +126,38 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       }
       for (const CaseResult* r : shown) {
         if (!r->skipped.empty())
-          fmt::format_to(o, "{:<58} {:>11} {:>11.4g} skipped: {}\n", r->id, "-", r->measured_s, r->skipped);
+          fmt::format_to(o, "{:<58} {:>11} {:>11.4g} skipped: {}\n", r->id, "-", r->measured_s,
+                         r->skipped);
         else
           fmt::format_to(o, "{:<58} {:>11.4g} {:>11.4g} {:>+7.1f}%\n", r->id, r->predicted_s,
                          r->measured_s, r->error_pct);
       }
       if (!verbose && results.size() > shown.size())
-        fmt::format_to(o, "({} worst of {} cases shown; --verbose for all)\n", shown.size(), results.size());
+        fmt::format_to(o, "({} worst of {} cases shown; --verbose for all)\n", shown.size(),
+                       results.size());
       for (const auto& r : results)
         if (!r.skipped.empty() && !verbose) fmt::format_to(o, "skipped {}: {}\n", r.id, r.skipped);
       fmt::format_to(o, "\n{:<34} {:>6} {:>9} {:>9}\n", "group", "cases", "MAPE", "Spearman");
       for (const auto& g : s.groups)
         fmt::format_to(o, "{:<34} {:>6} {:>8.2f}% {:>9}\n", g.group, g.cases, g.mape_pct,
                        g.spearman ? fmt::format("{:.3f}", *g.spearman) : "-");
-      fmt::format_to(o, "\nall cases: MAPE {:.2f}%, median |error| {:.2f}%, max |error| {:.2f}%, "
-                        "coverage {}/{}\n",
+      fmt::format_to(o,
+                     "\nall cases: MAPE {:.2f}%, median |error| {:.2f}%, max |error| {:.2f}%, "
+                     "coverage {}/{}\n",
                      s.mape_pct, s.median_abs_pct, s.max_abs_pct, s.cases_predicted, s.cases_total);
       if (!layer_results.empty()) {
         fmt::format_to(o, "\nlayer cases (forward+backward of one layer)\n");
         for (const auto& r : layer_results)
           fmt::format_to(o, "{:<58} {:>9.2f}ms {:>9.2f}ms {:>+7.1f}%\n", r.id, r.predicted_s * 1e3,
                          r.measured_s * 1e3, r.error_pct);
-        fmt::format_to(o, "layer cases: MAPE {:.2f}%, max |error| {:.2f}%\n", ls.mape_pct, ls.max_abs_pct);
+        fmt::format_to(o, "layer cases: MAPE {:.2f}%, max |error| {:.2f}%\n", ls.mape_pct,
+                       ls.max_abs_pct);
       }
       fmt::format_to(o, "assumed for every case: {} attention, gradient reduce {}overlapped\n",
                      attention, overlap ? "" : "not ");
     }
-    if (out.empty()) fmt::print("{}", text);
+    if (out.empty())
+      fmt::print("{}", text);
     else {
       write_file_atomic(out, text);
       fmt::print(stderr, "wrote {}\n", out);

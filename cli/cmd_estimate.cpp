@@ -1,5 +1,6 @@
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
@@ -27,7 +28,8 @@ static void apply_builtin_defaults(SpecOptions& s, PlanOptions& p) {
 }
 
 void register_estimate(CLI::App& app, CommandContext& ctx) {
-  auto* cmd = app.add_subcommand("estimate", "Predict step time, its breakdown, MFU and memory of one plan");
+  auto* cmd = app.add_subcommand("estimate",
+                                 "Predict step time, its breakdown, MFU and memory of one plan");
   static SpecOptions spec;
   static PlanOptions plan;
   static bool json = false;
@@ -51,13 +53,15 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
     }
     if (!any) {
       apply_builtin_defaults(spec, plan);
-      fmt::print(stderr, "dtplan estimate: no model, cluster or plan given; using the built-in "
-                         "example (see --help)\n");
+      fmt::print(stderr,
+                 "dtplan estimate: no model, cluster or plan given; using the built-in "
+                 "example (see --help)\n");
     }
     std::vector<Violation> violations;
     Resolved r = resolve(spec, plan, violations);
     if (!violations.empty()) {
-      for (const auto& v : violations) fmt::print(stderr, "dtplan: error: {}: {}\n", v.flag, v.reason);
+      for (const auto& v : violations)
+        fmt::print(stderr, "dtplan: error: {}: {}\n", v.flag, v.reason);
       ctx.exit_code = 2;
       return;
     }
@@ -65,9 +69,10 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
     opt.flops = convention == "full-attention" ? FlopsConvention::kFullAttention
                                                : FlopsConvention::kCausalHalf;
     Estimate e = estimate(r.model, r.cluster, r.workload, r.plan, opt);
-    std::string text = json ? estimate_to_json(r, e, opt.flops).dump(2) + "\n"
-                            : estimate_to_text(r, e, opt.flops);
-    if (out.empty()) fmt::print("{}", text);
+    std::string text =
+        json ? estimate_to_json(r, e, opt.flops).dump(2) + "\n" : estimate_to_text(r, e, opt.flops);
+    if (out.empty())
+      fmt::print("{}", text);
     else {
       write_file_atomic(out, text);
       fmt::print(stderr, "wrote {}\n", out);

@@ -1,8 +1,8 @@
 #include "cli/estimate_json.h"
 
-#include <iterator>
-
 #include <fmt/format.h>
+
+#include <iterator>
 
 #include "simulator/analytic/estimator.h"
 
@@ -28,10 +28,20 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
                   {"gpus", r.cluster.num_gpus},
                   {"nodes", r.cluster.nodes()}};
   const Plan& p = r.plan;
-  j["plan"] = {{"tp", p.tp},   {"pp", p.pp},   {"dp", p.dp},     {"cp", p.cp},
-               {"ep", p.ep},   {"etp", p.etp}, {"vpp", p.vpp},   {"sp", p.sp},
-               {"zero", p.zero}, {"recompute", to_string(p.recompute)}, {"mbs", p.mbs},
-               {"gbs", p.gbs}, {"seq", r.workload.seq_len}, {"schedule", p.schedule},
+  j["plan"] = {{"tp", p.tp},
+               {"pp", p.pp},
+               {"dp", p.dp},
+               {"cp", p.cp},
+               {"ep", p.ep},
+               {"etp", p.etp},
+               {"vpp", p.vpp},
+               {"sp", p.sp},
+               {"zero", p.zero},
+               {"recompute", to_string(p.recompute)},
+               {"mbs", p.mbs},
+               {"gbs", p.gbs},
+               {"seq", r.workload.seq_len},
+               {"schedule", p.schedule},
                {"precision", to_string(r.workload.precision)},
                {"attention", p.flash_attention ? "flash" : "unfused"},
                {"microbatches", e.microbatches}};
@@ -85,49 +95,66 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
   std::string o;
   auto out = std::back_inserter(o);
   const HardwareProfile& hw = r.cluster.profile;
-  fmt::format_to(out, "{} on {} x {} ({}, {} nodes)\n", r.model.display_name, r.cluster.num_gpus, hw.gpu.name,
-       hw.name, r.cluster.nodes());
-  fmt::format_to(out, "plan  {}  ({} micro-batches, seq {}, {}, {} attention)\n\n", r.plan.describe(),
-       e.microbatches, r.workload.seq_len, to_string(r.workload.precision),
-       r.plan.flash_attention ? "flash" : "unfused");
+  fmt::format_to(out, "{} on {} x {} ({}, {} nodes)\n", r.model.display_name, r.cluster.num_gpus,
+                 hw.gpu.name, hw.name, r.cluster.nodes());
+  fmt::format_to(out, "plan  {}  ({} micro-batches, seq {}, {}, {} attention)\n\n",
+                 r.plan.describe(), e.microbatches, r.workload.seq_len,
+                 to_string(r.workload.precision), r.plan.flash_attention ? "flash" : "unfused");
   const double st = e.step_time_s;
   fmt::format_to(out, "{:<28} {:>10.3f} s\n", "step time", st);
   fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", "compute", e.compute_s, pct(e.compute_s, st));
-  if (e.recompute_s > 0) fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", "recompute", e.recompute_s, pct(e.recompute_s, st));
+  if (e.recompute_s > 0)
+    fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", "recompute", e.recompute_s,
+                   pct(e.recompute_s, st));
   for (int d = 0; d < kCommDims; ++d)
     if (e.exposed_comm_s[d] > 0)
-      fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", fmt::format("exposed {} comm", kCommDimNames[d]),
-           e.exposed_comm_s[d], pct(e.exposed_comm_s[d], st));
-  if (e.bubble_s > 0) fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", "pipeline bubble", e.bubble_s, pct(e.bubble_s, st));
-  fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n\n", "optimizer step", e.optimizer_s, pct(e.optimizer_s, st));
-  fmt::format_to(out, "{:<28} {:>10.0f}  ({:.0f} per GPU)\n", "tokens/s", e.tokens_per_s, e.tokens_per_s_per_gpu);
+      fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n",
+                     fmt::format("exposed {} comm", kCommDimNames[d]), e.exposed_comm_s[d],
+                     pct(e.exposed_comm_s[d], st));
+  if (e.overhead_s > 0)
+    fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", "framework overhead", e.overhead_s,
+                   pct(e.overhead_s, st));
+  if (e.bubble_s > 0)
+    fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", "pipeline bubble", e.bubble_s,
+                   pct(e.bubble_s, st));
+  fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n\n", "optimizer step", e.optimizer_s,
+                 pct(e.optimizer_s, st));
+  fmt::format_to(out, "{:<28} {:>10.0f}  ({:.0f} per GPU)\n", "tokens/s", e.tokens_per_s,
+                 e.tokens_per_s_per_gpu);
   fmt::format_to(out, "{:<28} {:>10.1f}  TFLOP/s per GPU\n", "model FLOPs", e.model_tflops_per_gpu);
   fmt::format_to(out, "{:<28} {:>9.1f}%  HFU {:.1f}%\n", "MFU", 100 * e.mfu, 100 * e.hfu);
   fmt::format_to(out, "  ({})\n", describe(conv));
   fmt::format_to(out, "{:<28} {:>9.1f}%   exposed communication share {:.1f}%\n", "bubble fraction",
-       100 * e.bubble_fraction, 100 * e.comm_share);
+                 100 * e.bubble_fraction, 100 * e.comm_share);
   if (e.time_to_train_days > 0)
-    fmt::format_to(out, "{:<28} {:>10.1f} days for {:.3g} tokens\n", "time to train", e.time_to_train_days,
-         r.workload.train_tokens);
-  fmt::format_to(out, "\ncommunication per GPU per step   {:>10} {:>10} {:>10}\n", "volume", "time", "exposed");
+    fmt::format_to(out, "{:<28} {:>10.1f} days for {:.3g} tokens\n", "time to train",
+                   e.time_to_train_days, r.workload.train_tokens);
+  fmt::format_to(out, "\ncommunication per GPU per step   {:>10} {:>10} {:>10}\n", "volume", "time",
+                 "exposed");
   for (int d = 0; d < kCommDims; ++d)
     if (e.comm_volume_bytes[d] > 0 || e.exposed_comm_s[d] > 0)
       fmt::format_to(out, "  {:<30} {:>10} {:>8.3f} s {:>8.3f} s\n", kCommDimNames[d],
-           human_bytes(e.comm_volume_bytes[d]), e.comm_time_s[d], e.exposed_comm_s[d]);
+                     human_bytes(e.comm_volume_bytes[d]), e.comm_time_s[d], e.exposed_comm_s[d]);
   const double g = units::kGiB;
-  fmt::format_to(out, "\nmemory per GPU (GiB)   {:>12} {:>12} {:>14}\n", "first stage", "last stage",
-       fmt::format("peak (stage {})", e.peak_stage));
+  fmt::format_to(out, "\nmemory per GPU (GiB)   {:>12} {:>12} {:>14}\n", "first stage",
+                 "last stage", fmt::format("peak (stage {})", e.peak_stage));
   auto row = [&](const char* name, double a, double b, double c) {
     fmt::format_to(out, "  {:<20} {:>12.2f} {:>12.2f} {:>14.2f}\n", name, a / g, b / g, c / g);
   };
-  row("weights", e.memory_first.weights_bytes, e.memory_last.weights_bytes, e.memory_peak.weights_bytes);
-  row("gradients", e.memory_first.grads_bytes, e.memory_last.grads_bytes, e.memory_peak.grads_bytes);
-  row("optimizer", e.memory_first.optimizer_bytes, e.memory_last.optimizer_bytes, e.memory_peak.optimizer_bytes);
-  row("activations", e.memory_first.activations_bytes, e.memory_last.activations_bytes, e.memory_peak.activations_bytes);
-  row("buffers", e.memory_first.buffers_bytes, e.memory_last.buffers_bytes, e.memory_peak.buffers_bytes);
-  row("total", e.memory_first.total_bytes(), e.memory_last.total_bytes(), e.memory_peak.total_bytes());
+  row("weights", e.memory_first.weights_bytes, e.memory_last.weights_bytes,
+      e.memory_peak.weights_bytes);
+  row("gradients", e.memory_first.grads_bytes, e.memory_last.grads_bytes,
+      e.memory_peak.grads_bytes);
+  row("optimizer", e.memory_first.optimizer_bytes, e.memory_last.optimizer_bytes,
+      e.memory_peak.optimizer_bytes);
+  row("activations", e.memory_first.activations_bytes, e.memory_last.activations_bytes,
+      e.memory_peak.activations_bytes);
+  row("buffers", e.memory_first.buffers_bytes, e.memory_last.buffers_bytes,
+      e.memory_peak.buffers_bytes);
+  row("total", e.memory_first.total_bytes(), e.memory_last.total_bytes(),
+      e.memory_peak.total_bytes());
   fmt::format_to(out, "  capacity {:.0f} GiB: {}\n", e.memory_capacity_bytes / g,
-       e.fits ? "fits\n" : "DOES NOT FIT\n");
+                 e.fits ? "fits\n" : "DOES NOT FIT\n");
   return o;
 }
 

@@ -1,9 +1,8 @@
 // Text and JSON renderings of an Estimate (the JSON keys are a contract: see README).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/options.h"
 #include "core/estimate.h"

@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "simulator/analytic/estimator.h"
-
 #include <CLI/CLI.hpp>
+
+#include "simulator/analytic/estimator.h"
 
 namespace dtplan::cli {
 
@@ -52,6 +52,11 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
   app.add_option("--gbs,--global-batch-size", o.gbs, "Global batch (sequences)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->group(g);
+  app.add_option("--gbs-tokens", o.gbs_tokens,
+                 "Global batch in tokens (instead of --gbs; must be a multiple of --seq)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50))
+      ->excludes("--gbs")
+      ->group(g);
   app.add_option("--seq,--seq-length", o.seq, "Sequence length (tokens)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str()
@@ -80,7 +85,15 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
       ->group(g);
   app.add_option("--attention", o.attention,
                  "Attention kernel: flash (fused) or unfused (materialized s x s scores)")
-      ->check(CLI::IsMember({"flash", "unfused"}))->capture_default_str()->group(g);
+      ->check(CLI::IsMember({"flash", "unfused"}))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--grads", o.grads,
+                 "Gradient precision: fp32 main grads (Megatron, 18 B/param with Adam) or 16bit "
+                 "(ZeRO/DeepSpeed, 16 B/param)")
+      ->check(CLI::IsMember({"fp32", "16bit"}))
+      ->capture_default_str()
+      ->group(g);
   app.add_option("--train-tokens", o.train_tokens, "Training tokens, for time-to-train")
       ->check(CLI::Range(0.0, 1e18))
       ->group(g);
@@ -114,6 +127,13 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
     violations.push_back({"--gpus", fmt::format("{} GPUs are not divisible by tp*pp*cp = {}",
                                                 r.cluster.num_gpus, model_parallel)});
   w.global_batch = o.gbs > 0 ? o.gbs : 1536;
+  if (o.gbs_tokens > 0) {
+    if (o.gbs_tokens % o.seq != 0)
+      violations.push_back({"--gbs-tokens", fmt::format("{} tokens are not a whole number of "
+                                                        "sequences of {} tokens",
+                                                        o.gbs_tokens, o.seq)});
+    w.global_batch = std::max<int64_t>(1, o.gbs_tokens / o.seq);
+  }
   p.gbs = w.global_batch;
   p.schedule = !o.schedule.empty() ? o.schedule : (o.vpp > 1 ? "interleaved" : "1f1b");
   p.uneven_pp = o.uneven_pp;
@@ -125,6 +145,7 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   auto v = validate_plan(r.model, r.cluster.num_gpus, w, p);
   violations.insert(violations.end(), v.begin(), v.end());
   p.flash_attention = o.attention == "flash";
+  p.main_grads_fp32 = o.grads == "fp32";
   if (violations.empty()) {
     auto sv = validate_schedule(p);
     violations.insert(violations.end(), sv.begin(), sv.end());

@@ -27,6 +27,7 @@ struct PlanOptions {
   std::string recompute = "none";
   int recompute_layers = 0;
   int64_t gbs = 0;
+  int64_t gbs_tokens = 0;
   int64_t seq = 2048;
   std::string schedule;  // "" = 1f1b, or interleaved when vpp > 1
   std::string precision = "bf16";
@@ -37,6 +38,7 @@ struct PlanOptions {
   bool ep_comm_overlap = false;
   std::string rank_order = "tp-cp-ep-dp-pp";
   std::string attention = "flash";
+  std::string grads = "fp32";
   double train_tokens = 0;
 };
 

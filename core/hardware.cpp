@@ -157,7 +157,8 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
     ef.memory_bw_fraction = fraction("memory_bw_fraction");
     ef.nvlink_bw_fraction = fraction("nvlink_bw_fraction");
     ef.network_bw_fraction = fraction("network_bw_fraction");
-    ef.kernel_overhead_us = e.get_double("kernel_overhead_us", 0, true);
+    ef.host_dispatch_us = e.get_double("host_dispatch_us", 0, true);
+    ef.collective_overhead_us = e.get_double("collective_overhead_us", 0, true);
     ef.comm_compute_slowdown = e.get_double("comm_compute_slowdown", 0, true);
     if (ef.comm_compute_slowdown >= 1.0) e.fail("comm_compute_slowdown", "must be < 1");
     ef.source = e.get_string("source");

@@ -61,7 +61,8 @@ struct EfficiencyParams {
   double memory_bw_fraction = 0.8;
   double nvlink_bw_fraction = 0.75;
   double network_bw_fraction = 0.9;
-  double kernel_overhead_us = 5;
+  double host_dispatch_us = 5;         // host time to launch one kernel (eager framework)
+  double collective_overhead_us = 10;  // per collective: launch and rank synchronization
   double comm_compute_slowdown = 0.05;
   std::string source;
 };

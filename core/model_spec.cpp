@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/yaml_reader.h"
@@ -29,11 +30,12 @@ bool ModelSpec::is_moe_layer(int i) const {
   return (i - moe->dense_layers + 1) % moe->layer_freq == 0;
 }
 
-int ModelSpec::moe_layer_count() const {
+int ModelSpec::moe_layers_before(int x) const {
   if (!moe) return 0;
-  int n = 0;
-  for (int i = 0; i < layers; ++i) n += is_moe_layer(i) ? 1 : 0;
-  return n;
+  x = std::min(x, layers);
+  if (x <= moe->dense_layers) return 0;
+  // Layer i >= dense_layers is MoE when j = i - dense_layers + 1 is a multiple of layer_freq.
+  return (x - moe->dense_layers) / moe->layer_freq;
 }
 
 int64_t ModelSpec::q_width() const {

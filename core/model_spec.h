@@ -62,7 +62,9 @@ struct ModelSpec {
   bool is_moe() const { return moe.has_value(); }
   // Whether 0-based layer `i` carries routed experts.
   bool is_moe_layer(int i) const;
-  int moe_layer_count() const;
+  int moe_layer_count() const { return moe_layers_before(layers); }
+  // MoE layers among layers [0, x), in O(1).
+  int moe_layers_before(int x) const;
   int dense_layer_count() const { return layers - moe_layer_count(); }
   int64_t q_width() const;   // query projection width (heads x head dim)
   int64_t kv_width() const;  // key (= value) projection width for GQA/MHA

@@ -84,7 +84,8 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
   if (p.zero > 0 && p.dp * p.cp == 1)
     add("--zero", "ZeRO shards over data-parallel ranks but dp*cp = 1");
   if (p.vpp > 1 && p.schedule == "1f1b")
-    add("--vpp", fmt::format("vpp = {} needs an interleaved or V-shaped schedule, not '1f1b'", p.vpp));
+    add("--vpp",
+        fmt::format("vpp = {} needs an interleaved or V-shaped schedule, not '1f1b'", p.vpp));
   if (p.recompute_layers < 0) add("--recompute-layers", "must be >= 0");
   if (p.recompute_layers > 0 && p.recompute != Recompute::kFull)
     add("--recompute-layers", "a layer count applies to full recompute only");

@@ -39,7 +39,11 @@ struct Plan {
   bool overlap_param_gather = true;
   bool tp_comm_overlap = false;
   bool ep_comm_overlap = false;
-  bool flash_attention = true;  // false: unfused attention (materialized s x s scores, softmax, dropout)
+  bool flash_attention = true;
+  // Gradients kept in fp32 (Megatron-LM main_grad: 18 bytes/param with Adam) or in the 16-bit
+  // training precision (ZeRO paper / DeepSpeed convention: 16 bytes/param).
+  bool main_grads_fp32 =
+      true;  // false: unfused attention (materialized s x s scores, softmax, dropout)
   std::string rank_order = "tp-cp-ep-dp-pp";
 
   int world() const { return tp * pp * cp * dp; }

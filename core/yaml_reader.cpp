@@ -88,9 +88,9 @@ std::vector<QuotedSpan> quoted_spans(const std::string& text) {
 void check_quotes_closed(const std::string& text, const std::string& path) {
   for (const QuotedSpan& q : quoted_spans(text))
     if (q.end_line == 0)
-      throw InputError({path, q.open.line, q.open.column}, "",
-                       fmt::format("syntax error: the string opened here with {} is never closed",
-                                   q.open.ch));
+      throw InputError(
+          {path, q.open.line, q.open.column}, "",
+          fmt::format("syntax error: the string opened here with {} is never closed", q.open.ch));
 }
 
 // A quoted scalar opened on an earlier line than a syntax error that runs into it.

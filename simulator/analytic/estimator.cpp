@@ -1,9 +1,9 @@
 #include "simulator/analytic/estimator.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/registry.h"
@@ -23,10 +23,11 @@ std::vector<Violation> validate_schedule(const Plan& p) {
   const IPipelineSchedule* s = find_schedule(p.schedule);
   if (!s) {
     auto names = schedule_names();
-    v.push_back({"--schedule", fmt::format("unknown schedule '{}'{}; `dtplan list schedules` shows "
-                                           "the registered ones",
-                                           p.schedule,
-                                           did_you_mean(p.schedule, std::span<const std::string>(names)))});
+    v.push_back(
+        {"--schedule",
+         fmt::format("unknown schedule '{}'{}; `dtplan list schedules` shows "
+                     "the registered ones",
+                     p.schedule, did_you_mean(p.schedule, std::span<const std::string>(names)))});
     return v;
   }
   if (p.pp > 1 && !s->accepts_chunks(p.vpp))
@@ -40,25 +41,38 @@ namespace {
 
 constexpr int kMaxStages = 1024;
 
+// Parameter tensors of one layer as frameworks hold them (Megatron module layout): fused QKV
+// and output projections (MLA: four), two MLP matrices (the SwiGLU gate and up are fused), their
+// biases, and the two norms (weight, plus bias for LayerNorm).
+int param_tensors_per_layer(const ModelSpec& m) {
+  const int linears = (m.mla ? 4 : 2) + 2;
+  const int norms = 2 * (m.norm == NormKind::kLayerNorm ? 2 : 1);
+  return linears * (m.linear_bias ? 2 : 1) + norms;
+}
+
 // Costs of one layer kind for one micro-batch, split by pass.
 struct LayerCost {
-  double f = 0, b = 0, w = 0;   // compute + exposed communication
-  double r = 0;                 // recomputation (forward ops re-run before the backward)
+  double f = 0, b = 0, w = 0;  // compute + exposed communication
+  double r = 0;                // recomputation (forward ops re-run before the backward)
   double compute_f = 0, compute_b = 0, compute_w = 0, compute_r = 0;
-  std::array<double, kCommDims> exposed{};   // per micro-batch, forward + backward (no recompute)
+  double overhead = 0;                        // host-dispatch time the GPU waits for (all passes)
+  std::array<double, kCommDims> exposed{};    // per micro-batch, forward + backward (no recompute)
   std::array<double, kCommDims> exposed_r{};  // communication re-run by recomputation
-  std::array<double, kCommDims> volume{};    // bytes sent per rank per micro-batch
+  std::array<double, kCommDims> volume{};     // bytes sent per rank per micro-batch
   std::array<double, kCommDims> comm_time{};
 };
 
 double sent_bytes(const Op& o) {
   const int n = o.group.size;
   switch (o.collective) {
-    case CollectiveOp::kAllReduce: return o.bytes * 2.0 * (n - 1) / n;
+    case CollectiveOp::kAllReduce:
+      return o.bytes * 2.0 * (n - 1) / n;
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter:
-    case CollectiveOp::kAllToAll: return o.bytes * (n - 1.0) / n;
-    case CollectiveOp::kSendRecv: return o.bytes;
+    case CollectiveOp::kAllToAll:
+      return o.bytes * (n - 1.0) / n;
+    case CollectiveOp::kSendRecv:
+      return o.bytes;
   }
   return o.bytes;
 }
@@ -68,20 +82,32 @@ LayerCost cost_ops(const List& ops, const HardwareProfile& hw, const ComputeCost
                    const Plan& p) {
   LayerCost lc;
   const double slowdown = hw.efficiency.comm_compute_slowdown;
-  // Pass 1: compute time per pass, and each collective's time (computed once).
-  std::array<double, kMaxLayerOps> comm_t{};
+  // Pass 1: GPU compute and host dispatch time per pass; each collective's time, once.
+  std::array<double, kMaxLayerOps> comm_t;  // written before read, for collectives only
   double hidden_f = 0, hidden_b = 0, exposed_f = 0, exposed_b = 0;
+  double host_f = 0, host_b = 0, host_w = 0, host_r = 0, exposed_rr = 0;
   int idx = 0;
   for (const Op& o : ops) {
     const int i = idx++;
     const bool fwd = o.pass == Pass::kForward;
     const bool recomputed = fwd && (p.recompute == Recompute::kFull ||
                                     (p.recompute == Recompute::kSelective && o.selective));
+    const double host = cm.host_s(o);
+    if (fwd)
+      host_f += host;
+    else if (o.pass == Pass::kBackwardInput)
+      host_b += host;
+    else
+      host_w += host;
+    if (recomputed) host_r += host;
     if (o.kind != OpKind::kCollective) {
       const double t = cm.op_s(o);
-      if (fwd) lc.compute_f += t;
-      else if (o.pass == Pass::kBackwardInput) lc.compute_b += t;
-      else lc.compute_w += t;
+      if (fwd)
+        lc.compute_f += t;
+      else if (o.pass == Pass::kBackwardInput)
+        lc.compute_b += t;
+      else
+        lc.compute_w += t;
       if (recomputed) lc.compute_r += t;
       continue;
     }
@@ -96,8 +122,10 @@ LayerCost cost_ops(const List& ops, const HardwareProfile& hw, const ComputeCost
     } else {
       lc.exposed[d] += t;
       (fwd ? exposed_f : exposed_b) += t;
-      // Full recomputation re-runs the forward, collectives included.
-      if (fwd && p.recompute == Recompute::kFull) lc.exposed_r[d] += t;
+      if (recomputed) {  // full recomputation re-runs the forward, collectives included
+        lc.exposed_r[d] += t;
+        exposed_rr += t;
+      }
     }
   }
   // Overlapped communication hides behind the same pass's compute, slowing it by the SM
@@ -114,14 +142,23 @@ LayerCost cost_ops(const List& ops, const HardwareProfile& hw, const ComputeCost
     const bool fwd = o.pass == Pass::kForward;
     const double total = fwd ? hidden_f : hidden_b;
     const double extra = fwd ? extra_f : extra_b;
-    if (total > 0) lc.exposed[static_cast<int>(o.dim)] += extra * comm_t[static_cast<size_t>(i)] / total;
+    if (total > 0)
+      lc.exposed[static_cast<int>(o.dim)] += extra * comm_t[static_cast<size_t>(i)] / total;
   }
   const double slow_f = slowdown * std::min(hidden_f, lc.compute_f);
   const double slow_b = slowdown * std::min(hidden_b, bwd_compute);
-  lc.f = lc.compute_f + slow_f + extra_f + exposed_f;
-  lc.b = lc.compute_b + slow_b + extra_b + exposed_b;
-  lc.w = lc.compute_w;
-  lc.r = p.recompute == Recompute::kFull ? lc.compute_f + slow_f + extra_f + exposed_f : lc.compute_r;
+  // GPU time per pass, then the host floor: a pass cannot finish before the host has launched
+  // all of its kernels. The excess is framework overhead.
+  const double gpu_f = lc.compute_f + slow_f + extra_f + exposed_f;
+  const double gpu_b = lc.compute_b + slow_b + extra_b + exposed_b;
+  const double gpu_w = lc.compute_w;
+  const double gpu_r = p.recompute == Recompute::kFull ? gpu_f : lc.compute_r + exposed_rr;
+  lc.f = std::max(gpu_f, host_f);
+  lc.b = std::max(gpu_b, host_b);
+  lc.w = std::max(gpu_w, host_w);
+  lc.r = p.recompute == Recompute::kNone ? 0.0 : std::max(gpu_r, host_r);
+  lc.overhead = (lc.f - gpu_f) + (lc.b - gpu_b) + (lc.w - gpu_w) +
+                (p.recompute == Recompute::kNone ? 0.0 : lc.r - gpu_r);
   return lc;
 }
 
@@ -146,30 +183,37 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   // Pipeline point-to-point: one activation (forward) and one gradient (backward) per
   // micro-batch per chunk boundary; blocking in Megatron's schedules, so exposed.
   const double t_p2p =
-      pp > 1 ? collective_cost(hw, CollectiveOp::kSendRecv, prog.pp_message_bytes, prog.groups.pp).time_s : 0;
+      pp > 1 ? collective_cost(hw, CollectiveOp::kSendRecv, prog.pp_message_bytes, prog.groups.pp)
+                   .time_s
+             : 0;
 
-  std::array<double, kMaxStages> f{}, b{}, wg{};
+  // Per-stage arrays: only [0, pp) is written and read (no need to clear 1024 entries).
+  std::array<double, kMaxStages> f, b, wg;
+  std::array<RankLayers, kMaxStages> stage_layers;
+  const ParamCounts counts = count_params(m);
   int busiest = 0;
   double busiest_t = -1;
   std::array<double, kCommDims> busiest_exposed{};
-  double busiest_compute = 0, busiest_recompute = 0;
+  double busiest_compute = 0, busiest_recompute = 0, busiest_overhead = 0;
   for (int i = 0; i < pp; ++i) {
-    const RankLayers l = layers_on_rank(m, p, i);
+    const RankLayers l = stage_layers[static_cast<size_t>(i)] = layers_on_rank(m, p, i);
+    f[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] = wg[static_cast<size_t>(i)] = 0;
     auto add = [&](const LayerCost& lc, double n, std::array<double, kCommDims>& exp, double& comp,
-                   double& rec) {
+                   double& rec, double& ovh) {
       f[i] += n * lc.f;
       b[i] += n * (lc.b + lc.r);
       wg[i] += n * lc.w;
+      ovh += n * lc.overhead;
       comp += n * (lc.compute_f + lc.compute_b + lc.compute_w);
       rec += n * (p.recompute == Recompute::kFull ? lc.compute_f : lc.compute_r);
       for (int d = 0; d < kCommDims; ++d) exp[d] += n * (lc.exposed[d] + lc.exposed_r[d]);
     };
     std::array<double, kCommDims> exp{};
-    double comp = 0, rec = 0;
-    add(dense, l.dense, exp, comp, rec);
-    add(moe, l.moe, exp, comp, rec);
-    if (i == 0) add(emb, 1, exp, comp, rec);
-    if (i == pp - 1) add(head, 1, exp, comp, rec);
+    double comp = 0, rec = 0, ovh = 0;
+    add(dense, l.dense, exp, comp, rec, ovh);
+    add(moe, l.moe, exp, comp, rec, ovh);
+    if (i == 0) add(emb, 1, exp, comp, rec, ovh);
+    if (i == pp - 1) add(head, 1, exp, comp, rec, ovh);
     if (pp > 1) {
       const double hops = p.vpp;  // one boundary per chunk
       f[i] += hops * t_p2p;
@@ -183,6 +227,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
       busiest_exposed = exp;
       busiest_compute = comp;
       busiest_recompute = rec;
+      busiest_overhead = ovh;
     }
   }
 
@@ -192,53 +237,80 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   const PipelineTime pipe = sched ? sched->time(in) : PipelineTime{mb * busiest_t, 0};
 
   // Data-parallel gradient reduction and parameter gather, per rank, after the last backward.
-  const double grad_bytes = w.precision == Precision::kFp16 ? 2.0 : 4.0;  // fp32 main grads with bf16
+  // Gradients are reduced in fp32 when kept in fp32 with bf16 (Megatron forces
+  // accumulate_allreduce_grads_in_fp32 for bf16); fp16 runs reduce 16-bit gradients.
+  const double grad_bytes = p.main_grads_fp32 && w.precision != Precision::kFp16 ? 4.0 : 2.0;
   double exposed_dp = 0, dp_time_total = 0, dp_volume = 0;
+  // Middle pipeline stages hold the same parameters: remember recent collective costs.
+  struct CostMemo {
+    CollectiveOp op;
+    double bytes;
+    const GroupPlacement* group;
+    double t;
+  };
+  std::array<CostMemo, 8> memo{};
+  int memo_next = 0, memo_size = 0;
+  auto cached_cost = [&](CollectiveOp op, double bytes, const GroupPlacement& g) {
+    for (int k = 0; k < memo_size; ++k)
+      if (memo[k].op == op && memo[k].bytes == bytes && memo[k].group == &g) return memo[k].t;
+    const double t = collective_cost(hw, op, bytes, g).time_s;
+    memo[static_cast<size_t>(memo_next)] = {op, bytes, &g, t};
+    memo_next = (memo_next + 1) % 8;
+    memo_size = std::min(memo_size + 1, 8);
+    return t;
+  };
   for (int i = 0; i < pp; ++i) {
-    const ParamsOnRank prm = params_on_rank(m, p, i);
+    const ParamsOnRank prm = params_on_rank(m, counts, p, i, stage_layers[static_cast<size_t>(i)]);
     double t_dp = 0, vol = 0;
     auto reduce = [&](double params, const GroupPlacement& g) {
-      if (g.size <= 1 || params <= 0) return;
+      if (g.size <= 1 || params <= 0 || p.zero == 3) return;
       const double n = g.size;
       if (p.zero == 0) {
-        t_dp += collective_cost(hw, CollectiveOp::kAllReduce, params * grad_bytes, g).time_s;
+        t_dp += cached_cost(CollectiveOp::kAllReduce, params * grad_bytes, g);
         vol += params * grad_bytes * 2 * (n - 1) / n;
       } else {
-        t_dp += collective_cost(hw, CollectiveOp::kReduceScatter, params * grad_bytes, g).time_s;
+        t_dp += cached_cost(CollectiveOp::kReduceScatter, params * grad_bytes, g);
         vol += params * grad_bytes * (n - 1) / n;
         if (p.zero <= 2) {
-          t_dp += collective_cost(hw, CollectiveOp::kAllGather, params * 2.0, g).time_s;
+          t_dp += cached_cost(CollectiveOp::kAllGather, params * 2.0, g);
           vol += params * 2.0 * (n - 1) / n;
         }
       }
     };
     reduce(prm.dense, prog.groups.dp);
     reduce(prm.expert, prog.groups.edp);
-    // ZeRO-3: parameters are gathered for every micro-batch's forward and backward; the
-    // gathers prefetch behind the previous layer's compute, the first one is exposed.
+    // ZeRO-3 / FSDP: every parameter tensor of a layer is all-gathered before its forward, again
+    // before a recomputed forward and before its backward, and its gradient reduce-scattered
+    // after the backward, for every micro-batch (DeepSpeed stage 3 reduces each micro-step).
+    // Gathers prefetch behind the previous layer's compute; what does not fit is exposed.
     double z3_exposed = 0;
     if (p.zero == 3 && prog.groups.dp.size > 1) {
       const GroupPlacement& g = prog.groups.dp;
       const double n = g.size;
-      const RankLayers l = layers_on_rank(m, p, i);
-      const double layer_params = l.total() > 0 ? prm.total() / l.total() : 0;
-      const double t_ag = collective_cost(hw, CollectiveOp::kAllGather, layer_params * 2.0, g).time_s;
-      const double per_layer_f = l.total() > 0 ? f[i] / l.total() : 0;
-      const double per_layer_b = l.total() > 0 ? (b[i] + wg[i]) / l.total() : 0;
-      z3_exposed = mb * (l.total() * (std::max(0.0, t_ag - per_layer_f) + std::max(0.0, t_ag - per_layer_b)) + 2 * t_ag);
-      vol += mb * 2 * l.total() * layer_params * 2.0 * (n - 1) / n;
-      t_dp += mb * 2 * l.total() * t_ag;
+      const RankLayers& l = stage_layers[static_cast<size_t>(i)];
+      const double layers = std::max(1, l.total());
+      const double layer_params = prm.total() / layers;
+      const int tensors = param_tensors_per_layer(m);
+      auto per_layer = [&](CollectiveOp op, double bytes_per_param) {
+        return tensors * cached_cost(op, layer_params / tensors * bytes_per_param, g);
+      };
+      const double t_ag = per_layer(CollectiveOp::kAllGather, 2.0);
+      const double t_rs = per_layer(CollectiveOp::kReduceScatter, grad_bytes);
+      const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;
+      const double per_layer_f = f[i] / layers;
+      const double per_layer_b = (b[i] + wg[i]) / layers;
+      z3_exposed = mb * (layers * (gathers_f * std::max(0.0, t_ag - per_layer_f / gathers_f) +
+                                   std::max(0.0, t_ag + t_rs - per_layer_b)) +
+                         t_ag);
+      vol += mb * layers * layer_params * ((gathers_f + 1) * 2.0 + grad_bytes) * (n - 1) / n;
+      t_dp += mb * layers * ((gathers_f + 1) * t_ag + t_rs);
     }
     // Overlap with the backward: the reduction of a stage starts as its last backward
     // produces gradients (bucketed); stage i finishes i backward slots before stage 0.
     const double slack = i * (b[i] + wg[i]);
     double exposed_i;
     if (p.zero == 3) {
-      // The per-step gradient reduce-scatter is the only part not prefetched per layer.
-      const double t_rs = collective_cost(hw, CollectiveOp::kReduceScatter,
-                                          prm.total() * grad_bytes, prog.groups.dp).time_s;
-      exposed_i = z3_exposed +
-                  (p.overlap_grad_reduce ? std::max(0.1 * t_rs, t_rs - (b[i] + wg[i])) : t_rs);
+      exposed_i = z3_exposed;
     } else if (p.overlap_grad_reduce) {
       // Bucketed: the last bucket (about a tenth of the traffic) always trails the backward.
       exposed_i = std::max(0.1 * t_dp, t_dp - (b[i] + wg[i]));
@@ -266,10 +338,12 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
 
   // Optimizer: Adam is memory-bound: read fp32 grad (4), read+write master, m, v (24), write
   // 16-bit weights (2), plus the gradient-norm pass (4) = 34 bytes per local parameter.
-  const ParamsOnRank prm0 = params_on_rank(m, p, busiest);
-  const double opt_params = p.zero >= 1 ? prm0.dense / std::max(1, p.dp * p.cp) + prm0.expert / std::max(1, p.edp())
-                                        : prm0.total();
-  e.optimizer_s = cm.memory_s(opt_params * 34.0) + 20 * hw.efficiency.kernel_overhead_us * 1e-6;
+  const ParamsOnRank prm0 =
+      params_on_rank(m, counts, p, busiest, stage_layers[static_cast<size_t>(busiest)]);
+  const double opt_params =
+      p.zero >= 1 ? prm0.dense / std::max(1, p.dp * p.cp) + prm0.expert / std::max(1, p.edp())
+                  : prm0.total();
+  e.optimizer_s = cm.memory_s(opt_params * 34.0) + 20 * hw.efficiency.host_dispatch_us * 1e-6;
 
   // Breakdown of the busiest rank's time.
   const double busy = mb * busiest_t;
@@ -278,9 +352,10 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   e.exposed_comm_s[static_cast<int>(CommDim::kDP)] += exposed_dp;
   e.recompute_s = mb * busiest_recompute;
   e.compute_s = mb * busiest_compute;
+  e.overhead_s = mb * busiest_overhead;
   // Whatever of the busiest rank's time is neither compute nor exposed comm is the SM-contention
   // slowdown of overlapped communication; count it as compute.
-  double accounted = e.compute_s + e.recompute_s;
+  double accounted = e.compute_s + e.recompute_s + e.overhead_s;
   for (int d = 0; d < kCommDims; ++d)
     if (d != static_cast<int>(CommDim::kDP)) accounted += e.exposed_comm_s[d];
   e.compute_s += std::max(0.0, busy - accounted);
@@ -288,7 +363,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
 
   // Volumes and total communication time per GPU per step (busiest rank).
   {
-    const RankLayers l = layers_on_rank(m, p, busiest);
+    const RankLayers& l = stage_layers[static_cast<size_t>(busiest)];
     for (int d = 0; d < kCommDims; ++d) {
       e.comm_volume_bytes[d] = mb * (l.dense * dense.volume[d] + l.moe * moe.volume[d]);
       e.comm_time_s[d] = mb * (l.dense * dense.comm_time[d] + l.moe * moe.comm_time[d]);
@@ -297,7 +372,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
       }
     }
     if (pp > 1) {
-      e.comm_volume_bytes[static_cast<int>(CommDim::kPP)] = mb * 2.0 * p.vpp * prog.pp_message_bytes;
+      e.comm_volume_bytes[static_cast<int>(CommDim::kPP)] =
+          mb * 2.0 * p.vpp * prog.pp_message_bytes;
       e.comm_time_s[static_cast<int>(CommDim::kPP)] = mb * 2.0 * p.vpp * t_p2p;
     }
     e.comm_volume_bytes[static_cast<int>(CommDim::kDP)] = dp_volume;
@@ -316,7 +392,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   e.model_tflops_per_gpu = fl.model / (e.step_time_s * n) / 1e12;
   e.tokens_per_s = tokens / e.step_time_s;
   e.tokens_per_s_per_gpu = e.tokens_per_s / n;
-  if (w.train_tokens > 0) e.time_to_train_days = w.train_tokens / e.tokens_per_s / units::kSecondsPerDay;
+  if (w.train_tokens > 0)
+    e.time_to_train_days = w.train_tokens / e.tokens_per_s / units::kSecondsPerDay;
   e.bubble_fraction = e.bubble_s / e.step_time_s;
   e.comm_share = e.exposed_comm_total_s() / e.step_time_s;
 

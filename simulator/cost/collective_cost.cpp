@@ -13,11 +13,14 @@ double busbw_factor(CollectiveOp op, int n) {
   if (n <= 1) return 0;
   const double nn = n;
   switch (op) {
-    case CollectiveOp::kAllReduce: return 2.0 * (nn - 1) / nn;
+    case CollectiveOp::kAllReduce:
+      return 2.0 * (nn - 1) / nn;
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter:
-    case CollectiveOp::kAllToAll: return (nn - 1) / nn;
-    case CollectiveOp::kSendRecv: return 1.0;
+    case CollectiveOp::kAllToAll:
+      return (nn - 1) / nn;
+    case CollectiveOp::kSendRecv:
+      return 1.0;
   }
   return 1.0;
 }
@@ -65,6 +68,7 @@ CollectiveCost collective_cost(const HardwareProfile& hw, CollectiveOp op, doubl
   }
   if (best) {
     const double f = op == CollectiveOp::kSendRecv ? 1.0 : busbw_factor(op, g.size);
+    // Measured tables already include launch and synchronization costs.
     return {bytes * f / (interpolate_busbw(*best, bytes) * 1e9), "calibrated"};
   }
   const LinkRates links = link_rates(hw, g);
@@ -75,6 +79,7 @@ CollectiveCost collective_cost(const HardwareProfile& hw, CollectiveOp op, doubl
     if (t < out.time_s) out = {t, e.name.c_str()};
   }
   if (!std::isfinite(out.time_s)) out = {0, "none"};
+  out.time_s += hw.efficiency.collective_overhead_us * 1e-6;
   return out;
 }
 

@@ -13,7 +13,8 @@ double ComputeCostModel::gemm_efficiency(int64_t m, int64_t n, int64_t k, int co
   const double tiles_m = ceil_div(static_cast<double>(m), tm);
   const double tiles_n = ceil_div(static_cast<double>(n), tn);
   // Tile quantization: padded outputs do wasted work.
-  const double tile_q = static_cast<double>(m) * static_cast<double>(n) / (tiles_m * tm * tiles_n * tn);
+  const double tile_q =
+      static_cast<double>(m) * static_cast<double>(n) / (tiles_m * tm * tiles_n * tn);
   // Wave quantization: the last wave of tiles leaves SMs idle.
   const double tiles = tiles_m * tiles_n * std::max(1, count);  // a batched GEMM is one launch
   const double sms = std::max(1, hw->gpu.sm_count);
@@ -38,8 +39,8 @@ double ComputeCostModel::gemm_s(int64_t m, int64_t n, int64_t k, int count) cons
   }
   const double eff = gemm_efficiency(m, n, k, count);
   const double elem = bytes_per_element(precision);
-  const double bytes = elem * (static_cast<double>(m) * k + static_cast<double>(k) * n +
-                               static_cast<double>(m) * n);
+  const double bytes =
+      elem * (static_cast<double>(m) * k + static_cast<double>(k) * n + static_cast<double>(m) * n);
   const double t = std::max(flops / (peak * eff), memory_s(bytes));
   return count * t;
 }
@@ -50,25 +51,27 @@ double ComputeCostModel::memory_s(double bytes) const {
 
 double ComputeCostModel::attention_s(double flops, double bytes) const {
   // Fused attention runs its two matmuls on tensor cores at the GEMM asymptote.
-  const double peak = hw->gpu.peak_flops(precision == Precision::kFp8 ? Precision::kBf16 : precision);
+  const double peak =
+      hw->gpu.peak_flops(precision == Precision::kFp8 ? Precision::kBf16 : precision);
   return std::max(flops / (peak * hw->efficiency.gemm_max_fraction), memory_s(bytes));
 }
 
-int ComputeCostModel::kernels(const Op& op) const {
-  (void)op;
-  return 1;  // grouped and batched GEMMs are one launch
+double ComputeCostModel::host_s(const Op& op) const {
+  return op.kernels * hw->efficiency.host_dispatch_us * 1e-6;
 }
 
 double ComputeCostModel::op_s(const Op& op) const {
-  double t = 0;
   switch (op.kind) {
-    case OpKind::kGemm: t = gemm_s(op.m, op.n, op.k, op.count); break;
-    case OpKind::kAttention: t = attention_s(op.flops, op.bytes); break;
-    case OpKind::kElementwise: t = memory_s(op.bytes); break;
-    case OpKind::kCollective: return 0;
+    case OpKind::kGemm:
+      return gemm_s(op.m, op.n, op.k, op.count);
+    case OpKind::kAttention:
+      return attention_s(op.flops, op.bytes);
+    case OpKind::kElementwise:
+      return memory_s(op.bytes);
+    case OpKind::kCollective:
+      return 0;
   }
-  const double dispatch = kernels(op) * hw->efficiency.kernel_overhead_us * 1e-6;
-  return std::max(t, dispatch);
+  return 0;
 }
 
 }  // namespace dtplan

@@ -21,9 +21,11 @@ struct ComputeCostModel {
   double gemm_efficiency(int64_t m, int64_t n, int64_t k, int count = 1) const;
   double attention_s(double flops, double bytes) const;
   double memory_s(double bytes) const;
-  // Any compute op, including the host dispatch floor: max(GPU time, kernels * dispatch).
+  // GPU time of any compute op (0 for collectives).
   double op_s(const Op& op) const;
-  int kernels(const Op& op) const;
+  // Host time the framework spends launching the op's kernels (eager PyTorch dispatch). A pass
+  // takes max(GPU time, host time): the GPU cannot run ahead of the host that feeds it.
+  double host_s(const Op& op) const;
 };
 
 }  // namespace dtplan

@@ -31,19 +31,22 @@ StepFlops step_flops(const ModelSpec& m, const Workload& w, const Plan& p, Flops
   // QK^T and PV: 2 (fwd) x heads x s x (d_qk + d_v) per token per layer, x3 for the step.
   const double core = 3.0 * 2.0 * m.heads * static_cast<double>(w.seq_len) * (qk + vd) * c_mask;
   StepFlops f;
-  const double per_token_fwd = 2.0 * (attention + mlp) + core / 3.0;
   f.model = tokens * (6.0 * (attention + mlp + logits) + core * m.layers);
+  // One extra forward of the layers (no logits) under full recomputation.
+  const double layers_fwd = 2.0 * (attention + mlp) + core / 3.0 * m.layers;
   if (p.recompute == Recompute::kFull) {
     double frac = 1.0;
     if (p.recompute_layers > 0) {
-      const double per_rank = static_cast<double>(m.layers) / (p.pp);
+      const double per_rank = static_cast<double>(m.layers) / (p.pp * p.vpp);
       frac = std::min(1.0, p.recompute_layers / per_rank);
     }
-    f.recompute = tokens * m.layers * per_token_fwd * frac;
+    f.recompute = tokens * layers_fwd * frac;
   } else if (p.recompute == Recompute::kSelective) {
-    f.recompute = tokens * m.layers * core / 3.0;
+    // Korthikanti et al. 2022 count selective recomputation as the attention core once more
+    // in all three passes: HFU/MFU = (1 + s/3h + V/12hL) / (1 + s/6h + V/12hL). We follow that
+    // convention so HFU matches the published HFU figures (REFERENCE.md §1.2, E2).
+    f.recompute = tokens * core * m.layers;
   }
-  (void)per_token_fwd;
   return f;
 }
 

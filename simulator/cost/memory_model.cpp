@@ -8,8 +8,11 @@
 namespace dtplan {
 
 ParamsOnRank params_on_rank(const ModelSpec& m, const Plan& p, int rank) {
-  const ParamCounts c = count_params(m);
-  const RankLayers l = layers_on_rank(m, p, rank);
+  return params_on_rank(m, count_params(m), p, rank, layers_on_rank(m, p, rank));
+}
+
+ParamsOnRank params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan& p, int rank,
+                            const RankLayers& l) {
   const double t = p.tp;
   ParamsOnRank out;
   // TP-sharded attention and MLP; norms replicated.
@@ -37,8 +40,9 @@ double layer_activation_bytes(const ModelSpec& m, const Workload& w, const Plan&
   const double tokens = static_cast<double>(p.mbs) * w.seq_len / p.cp;
   const double heads_local = std::max(1.0, m.heads / t);
   const double q_local = static_cast<double>(m.q_width()) / t;
-  const double kv_local = m.mla ? heads_local * (m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim)
-                                : std::max<double>(m.head_dim, static_cast<double>(m.kv_width()) / t);
+  const double kv_local = m.mla
+                              ? heads_local * (m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim)
+                              : std::max<double>(m.head_dim, static_cast<double>(m.kv_width()) / t);
   const double v_local = m.mla ? heads_local * m.mla->v_head_dim : kv_local;
   if (p.recompute == Recompute::kFull && p.recompute_layers == 0)
     return tokens * 2.0 * h / sp_div;  // only the layer input is kept
@@ -90,7 +94,7 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
   };
   const int copies = schedule.parameter_copies();
   s.weights_bytes = copies * shard(2.0, 3);
-  s.grads_bytes = copies * shard(4.0, 2);
+  s.grads_bytes = copies * shard(p.main_grads_fp32 ? 4.0 : 2.0, 2);
   s.optimizer_bytes = copies * shard(12.0, 1);
 
   // Activations: in-flight micro-batches x this rank's layers.
@@ -109,7 +113,7 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
     const double input_only = tokens * 2.0 * m.hidden / sp_div;
     if (p.recompute_layers > 0) {
       // The first recompute_layers layers of each rank keep only their input.
-      const int rec = std::min(p.recompute_layers, l.total());
+      const int rec = std::min(p.recompute_layers * p.vpp, l.total());  // per chunk, Megatron
       per_mb = rec * input_only + (l.dense - std::min(rec, l.dense)) * full_dense +
                std::max(0, l.moe - std::max(0, rec - l.dense)) * full_moe;
     } else {
@@ -119,11 +123,12 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
     s.activations_bytes += std::max(full_dense, full_moe);
   }
   s.activations_bytes += inflight * per_mb;
-  if (rank == 0) s.activations_bytes += inflight * tokens * m.hidden / sp_div;  // embedding dropout mask
+  if (rank == 0)
+    s.activations_bytes += inflight * tokens * m.hidden / sp_div;  // embedding dropout mask
   if (rank == p.pp - 1) {
     // Logits (16-bit) and fp32 cross-entropy scratch for the micro-batch being processed.
-    s.activations_bytes += tokens * static_cast<double>(m.vocab) / p.tp * (2 + 4) +
-                           tokens * 2.0 * m.hidden / sp_div;
+    s.activations_bytes +=
+        tokens * static_cast<double>(m.vocab) / p.tp * (2 + 4) + tokens * 2.0 * m.hidden / sp_div;
   }
 
   // Runtime buffers.
@@ -131,12 +136,16 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
   for (int deg : {p.tp, p.cp, p.pp, p.ep}) communicators += deg > 1 ? 1 : 0;
   s.buffers_bytes = kCudaContextBytes + communicators * kNcclBytesPerCommunicator;
   if (p.zero >= 3) {
-    // Gathered parameters of the layer being computed and of the prefetched next one, with
-    // their gradients before the reduce-scatter (DeepSpeed's 4 x largest layer, REFERENCE §2.1).
+    // The gathered 16-bit parameters of the largest layer and their 16-bit gradients before the
+    // reduce-scatter: DeepSpeed's estimate_zero3_model_states_mem_needs 4 x largest layer
+    // (REFERENCE.md §2.1, worked example E4).
     const ParamCounts c = count_params(m);
     double largest = static_cast<double>(c.attention_per_layer + c.dense_mlp_per_layer);
-    if (m.moe) largest = std::max(largest, static_cast<double>(c.attention_per_layer + c.shared_per_moe_layer + c.experts_per_moe_layer / (p.ep * p.etp)));
-    s.buffers_bytes += 2 * 2.0 * largest / p.tp + 2.0 * largest / p.tp;
+    if (m.moe)
+      largest =
+          std::max(largest, static_cast<double>(c.attention_per_layer + c.shared_per_moe_layer +
+                                                c.experts_per_moe_layer / (p.ep * p.etp)));
+    s.buffers_bytes += 4.0 * largest / p.tp;
   }
   return s;
 }

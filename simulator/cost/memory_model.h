@@ -3,7 +3,8 @@
 // schedule's in-flight micro-batches, embedding/logits, and runtime buffers.
 //
 // Bytes per parameter follow Megatron-LM with fp32 main gradients (REFERENCE.md §2.1):
-// 2 (bf16/fp16 weights) + 4 (fp32 main grads) + 12 (fp32 master, Adam m and v) = 18, sharded
+// 2 (bf16/fp16 weights) + 4 (fp32 main grads) + 12 (fp32 master, Adam m and v) = 18, or 16
+// with 16-bit gradients (Plan::main_grads_fp32 = false, the ZeRO paper's convention), sharded
 // over the data-parallel group by ZeRO stage: 1 -> optimizer, 2 -> +grads, 3 -> +weights
 // (stage 1 = Megatron's distributed optimizer: 6 + 12/d).
 #pragma once
@@ -32,6 +33,10 @@ struct ParamsOnRank {
 };
 
 ParamsOnRank params_on_rank(const ModelSpec& m, const Plan& p, int rank);
+// The same with the counts and the rank's layers already at hand (the estimator's fast path).
+struct RankLayers;
+ParamsOnRank params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan& p, int rank,
+                            const RankLayers& l);
 
 // Activation bytes one micro-batch leaves on one layer of this rank until its backward.
 double layer_activation_bytes(const ModelSpec& m, const Workload& w, const Plan& p, bool moe);

@@ -1,16 +1,16 @@
 #include "simulator/validation/accuracy.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
 
-#include <fmt/format.h>
-
 #include "core/yaml_reader.h"
 #include "simulator/analytic/estimator.h"
-#include "simulator/cost/compute_cost.h"
 #include "simulator/cost/collective_cost.h"
+#include "simulator/cost/compute_cost.h"
 #include "simulator/workload/op_program.h"
 
 namespace dtplan {
@@ -79,8 +79,7 @@ CaseFile load_case_file(const std::string& path) {
   CaseFile out;
   top.get_int("version");
   YAML::Node cases = top.child("cases");
-  if (!cases.IsDefined() || !cases.IsSequence())
-    top.fail("cases", "expected a list of cases");
+  if (!cases.IsDefined() || !cases.IsSequence()) top.fail("cases", "expected a list of cases");
   size_t i = 0;
   for (const auto& node : cases) {
     YamlMap y(node, path, fmt::format("cases[{}]", i++));
@@ -222,12 +221,15 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
                 p.mbs = mbs;
                 p.gbs = c.workload.global_batch;
                 const std::string rec = c.recompute.value_or("none");
-                p.recompute = rec == "full" ? Recompute::kFull
+                p.recompute = rec == "full"        ? Recompute::kFull
                               : rec == "selective" ? Recompute::kSelective
                                                    : Recompute::kNone;
-                if (c.schedule && *c.schedule != "dualpipe") p.schedule = *c.schedule;
-                else if (c.schedule) p.schedule = "dualpipe-v";
-                else p.schedule = p.vpp > 1 ? "interleaved" : "1f1b";
+                if (c.schedule && *c.schedule != "dualpipe")
+                  p.schedule = *c.schedule;
+                else if (c.schedule)
+                  p.schedule = "dualpipe-v";
+                else
+                  p.schedule = p.vpp > 1 ? "interleaved" : "1f1b";
                 if (p.pp == 1) p.schedule = "1f1b";
                 p.flash_attention = opt.flash_attention;
                 p.overlap_grad_reduce = opt.overlap_grad_reduce;
@@ -300,7 +302,8 @@ CaseResult predict_layer_case(const LayerCase& c, const AccuracyOptions& opt) {
                           : cm.op_s(o);
     t += ot;
     const bool fwd = o.pass == Pass::kForward;
-    if (fwd && (p.recompute == Recompute::kFull || (p.recompute == Recompute::kSelective && o.selective)))
+    if (fwd &&
+        (p.recompute == Recompute::kFull || (p.recompute == Recompute::kSelective && o.selective)))
       t += ot;
   }
   r.predicted_s = t;

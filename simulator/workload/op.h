@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <new>
+#include <type_traits>
 
 #include "core/hardware.h"
 
@@ -42,6 +45,7 @@ struct Op {
   // GEMM shape (per copy) and copy count.
   int64_t m = 0, n = 0, k = 0;
   int count = 1;
+  int kernels = 1;  // kernels the framework launches for this op (host dispatch cost)
   // FLOPs (attention) and bytes moved (elementwise, attention, and GEMM operands).
   double flops = 0;
   double bytes = 0;
@@ -49,28 +53,42 @@ struct Op {
   CollectiveOp collective = CollectiveOp::kAllReduce;
   CommDim dim = CommDim::kTP;
   GroupPlacement group;
-  bool recompute = false;  // part of activation recomputation (executed before the backward)
-  bool selective = false;  // recomputed under selective recompute (the attention core)
+  bool recompute = false;     // part of activation recomputation (executed before the backward)
+  bool selective = false;     // recomputed under selective recompute (the attention core)
   bool overlappable = false;  // a collective that may hide behind independent compute
 
   double gemm_flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
 };
 
-// A fixed-capacity list of ops: building and walking it allocates nothing.
+static_assert(std::is_trivially_copyable_v<Op>);
+
+// A fixed-capacity list of ops: building and walking it allocates nothing, and an empty list
+// costs nothing to create (the storage is not initialized until an op is pushed).
 template <int Capacity>
 class OpList {
  public:
-  void push(const Op& op) {
-    if (size_ < Capacity) ops_[size_++] = op;
+  OpList() {}  // user-provided: value-initialization must not zero the storage
+  OpList(const OpList& o) : size_(o.size_) {
+    std::memcpy(storage_, o.storage_, size_ * sizeof(Op));
   }
+  OpList& operator=(const OpList& o) {
+    size_ = o.size_;
+    std::memcpy(storage_, o.storage_, size_ * sizeof(Op));
+    return *this;
+  }
+  void push(const Op& op) {
+    if (size_ < Capacity) new (storage_ + size_++ * sizeof(Op)) Op(op);
+  }
+  void clear() { size_ = 0; }
   int size() const { return size_; }
-  const Op* begin() const { return ops_; }
-  const Op* end() const { return ops_ + size_; }
-  const Op& operator[](int i) const { return ops_[i]; }
+  const Op* begin() const { return data(); }
+  const Op* end() const { return data() + size_; }
+  const Op& operator[](int i) const { return data()[i]; }
   bool full() const { return size_ >= Capacity; }
 
  private:
-  Op ops_[Capacity];
+  const Op* data() const { return std::launder(reinterpret_cast<const Op*>(storage_)); }
+  alignas(Op) unsigned char storage_[Capacity * sizeof(Op)];
   int size_ = 0;
 };
 

@@ -7,11 +7,16 @@ namespace dtplan {
 
 const char* to_string(CommDim d) {
   switch (d) {
-    case CommDim::kTP: return "tp";
-    case CommDim::kCP: return "cp";
-    case CommDim::kEP: return "ep";
-    case CommDim::kPP: return "pp";
-    case CommDim::kDP: return "dp";
+    case CommDim::kTP:
+      return "tp";
+    case CommDim::kCP:
+      return "cp";
+    case CommDim::kEP:
+      return "ep";
+    case CommDim::kPP:
+      return "pp";
+    case CommDim::kDP:
+      return "dp";
   }
   return "?";
 }
@@ -58,8 +63,8 @@ Placements place_groups(const Plan& p, const HardwareProfile& hw, int num_gpus) 
   out.etp = place(p.etp, 1, g, num_gpus);
   out.ep = place(p.ep, p.etp, g, num_gpus);
   out.edp = place(p.edp(), p.etp * p.ep, g, num_gpus);
-  // Pipeline send/recv: one peer at a time, so one rail per local GPU.
-  out.pp.node_gpus_busy = 1;
+  // Pipeline send/recv goes to one peer, but every GPU of the node sends its own stage
+  // boundary at the same time (one NIC rail each on a rail-optimized fabric).
   out.pp.ranks_per_node = 1;
   return out;
 }
@@ -76,8 +81,8 @@ struct Builder {
 
   double act_bytes() const { return 2.0; }  // bf16/fp16 activations (fp8 only inside GEMMs)
 
-  void gemm(const char* name, int64_t M, int64_t N, int64_t K, int count = 1,
-            bool weights = true, bool selective = false) {
+  void gemm(const char* name, int64_t M, int64_t N, int64_t K, int count = 1, bool weights = true,
+            bool selective = false) {
     Op o;
     o.kind = OpKind::kGemm;
     o.name = name;
@@ -89,12 +94,13 @@ struct Builder {
     o.overlappable = weights;  // reused below: "has weights" (a weight-gradient GEMM exists)
     fwd.push(o);
   }
-  void elementwise(const char* name, double bytes, bool selective = false) {
+  void elementwise(const char* name, double bytes, bool selective = false, int kernels = 1) {
     Op o;
     o.kind = OpKind::kElementwise;
     o.name = name;
     o.bytes = bytes;
     o.selective = selective;
+    o.kernels = kernels;
     fwd.push(o);
   }
   void attention(const char* name, double flops, double bytes) {
@@ -161,7 +167,8 @@ void attention_block(Builder& b, int64_t T, double Tn) {
     v_head = a.v_head_dim;
     qkv_n = 0;
   } else {
-    const int64_t kv_local = std::max<int64_t>(m.head_dim, m.kv_width() / t);  // replicated when tp > kv_heads
+    const int64_t kv_local =
+        std::max<int64_t>(m.head_dim, m.kv_width() / t);  // replicated when tp > kv_heads
     qkv_n = heads_local * m.head_dim + 2 * kv_local;
     q_local = heads_local * m.head_dim;
     v_head = m.head_dim;
@@ -169,7 +176,11 @@ void attention_block(Builder& b, int64_t T, double Tn) {
   }
   // Context parallelism: ring exchange of K and V (GQA shrinks it), overlapped with attention.
   if (p.cp > 1) {
-    const double kv_bytes = static_cast<double>(T) * 2.0 * (m.mla ? heads_local * (m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim + v_head) / 2.0 : std::max<double>(m.head_dim, m.kv_width() / t)) * ab;
+    const double kv_bytes =
+        static_cast<double>(T) * 2.0 *
+        (m.mla ? heads_local * (m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim + v_head) / 2.0
+               : std::max<double>(m.head_dim, m.kv_width() / t)) *
+        ab;
     b.collective("cp_kv_exchange", CollectiveOp::kSendRecv, CommDim::kCP, b.g.cp,
                  (p.cp - 1) * kv_bytes, true);
   }
@@ -180,20 +191,27 @@ void attention_block(Builder& b, int64_t T, double Tn) {
   if (p.flash_attention) {
     // Causal: half of the score matrix is computed (load-balanced across CP ranks).
     const double flops = 2.0 * batch_heads * s_q * s_kv * (qk_dim + v_head) * 0.5;
-    const double bytes = static_cast<double>(T) * (q_local * 2 + heads_local * v_head * 2.0 + 2.0 * q_local) * ab;
+    const double bytes =
+        static_cast<double>(T) * (q_local * 2 + heads_local * v_head * 2.0 + 2.0 * q_local) * ab;
     b.attention("flash_attention", flops, bytes);
   } else {
     // Unfused (Megatron fused scale-mask-softmax): full s x s scores, softmax and dropout.
     const double elems = batch_heads * s_q * s_kv;
     const int bh = static_cast<int>(batch_heads);
-    b.gemm("attn_scores", static_cast<int64_t>(s_q), static_cast<int64_t>(s_kv), qk_dim, bh, false, true);
+    // Split Q/K/V into heads and make them contiguous for the batched GEMMs.
+    b.elementwise("qkv_layout", static_cast<double>(T) * (qkv_n > 0 ? qkv_n : 3 * q_local) * 2 * ab,
+                  true, 3);
+    b.gemm("attn_scores", static_cast<int64_t>(s_q), static_cast<int64_t>(s_kv), qk_dim, bh, false,
+           true);
     b.elementwise("softmax", elems * 2 * ab, true);
     b.elementwise("attn_dropout", elems * (2 * ab + 1), true);
-    b.gemm("attn_context", static_cast<int64_t>(s_q), v_head, static_cast<int64_t>(s_kv), bh, false, true);
+    b.gemm("attn_context", static_cast<int64_t>(s_q), v_head, static_cast<int64_t>(s_kv), bh, false,
+           true);
+    b.elementwise("context_layout", static_cast<double>(T) * q_local * 2 * ab, true, 1);
   }
   b.gemm("attn_out", T, m.hidden, heads_local * v_head);
   tp_exit(b, full);
-  b.elementwise("dropout_residual", Tn * h * (3 * ab + 1));
+  b.elementwise("dropout_residual", Tn * h * (3 * ab + 1), false, 2);
   (void)qkv_n;
 }
 
@@ -224,29 +242,31 @@ void mlp_block(Builder& b, int64_t T, double Tn, bool moe) {
     // Router on this rank's tokens (sequence-sharded with SP).
     const auto Tr = static_cast<int64_t>(Tn);
     b.gemm("router", Tr, e.experts, m.hidden);
-    b.elementwise("router_topk", Tn * e.experts * 4.0 * 2);
+    b.elementwise("router_topk", Tn * e.experts * 4.0 * 2, false, 3);
     // Token-expert pairs this rank computes with balanced routing: T*K*ep*etp/(E*tp) per
     // local expert, E/ep local experts (derivation in docs/performance-model.md).
     const double pairs = static_cast<double>(T) * e.topk * p.etp / p.tp;
     const int local_experts = std::max(1, e.experts / p.ep);
     const auto per_expert = static_cast<int64_t>(std::max(1.0, pairs / local_experts));
-    b.elementwise("permute", pairs * h * 2 * ab);
+    b.elementwise("permute", pairs * h * 2 * ab, false, 2);
     const double a2a = pairs * h * ab;
-    b.collective("ep_dispatch", CollectiveOp::kAllToAll, CommDim::kEP, b.g.ep, a2a, p.ep_comm_overlap);
+    b.collective("ep_dispatch", CollectiveOp::kAllToAll, CommDim::kEP, b.g.ep, a2a,
+                 p.ep_comm_overlap);
     const int gate = m.ffn_act == FfnAct::kSwiglu ? 2 : 1;
     const int64_t fe_local = e.expert_ffn_hidden / p.etp;
     b.gemm("expert_fc1", per_expert, gate * fe_local, m.hidden, local_experts);
     b.elementwise("expert_activation", pairs * fe_local * (gate + 1) * ab);
     b.gemm("expert_fc2", per_expert, m.hidden, fe_local, local_experts);
-    b.collective("ep_combine", CollectiveOp::kAllToAll, CommDim::kEP, b.g.ep, a2a, p.ep_comm_overlap);
-    b.elementwise("unpermute", pairs * h * 2 * ab);
+    b.collective("ep_combine", CollectiveOp::kAllToAll, CommDim::kEP, b.g.ep, a2a,
+                 p.ep_comm_overlap);
+    b.elementwise("unpermute", pairs * h * 2 * ab, false, 2);
     if (e.shared_experts > 0) {
       tp_enter(b, full);
       dense_mlp(b, T, Tn, e.shared_ffn_hidden * e.shared_experts, "shared_fc1", "shared_fc2");
       tp_exit(b, full);
     }
   }
-  b.elementwise("dropout_residual", Tn * h * (3 * ab + 1));
+  b.elementwise("dropout_residual", Tn * h * (3 * ab + 1), false, 2);
 }
 
 // Appends the forward list and its mirrored backward to `out`.
@@ -348,7 +368,10 @@ void build_layer(const ModelSpec& m, const Workload& w, const Plan& p, const Pla
 
 void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, const Cluster& c,
                       OpProgram& out) {
-  out = OpProgram{};
+  out.dense_layer.clear();
+  out.moe_layer.clear();
+  out.embedding.clear();
+  out.head.clear();
   out.groups = place_groups(p, c.profile, c.num_gpus);
   build_layer(m, w, p, out.groups, false, out.dense_layer);
   if (m.moe) build_layer(m, w, p, out.groups, true, out.moe_layer);
@@ -357,7 +380,10 @@ void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, cons
   const double Tn = p.sp ? static_cast<double>(T) / p.tp : static_cast<double>(T);
   const double h = static_cast<double>(m.hidden), ab = 2.0;
   out.tokens_per_microbatch = T;
-  out.pp_message_bytes = Tn * h * ab;
+  // Megatron's scatter-gather optimization (Narayanan et al. 2021 §4.1): each TP rank sends
+  // 1/t of the boundary activation and the receiver all-gathers it over NVLink; with SP the
+  // activation is sequence-sharded anyway.
+  out.pp_message_bytes = static_cast<double>(T) * h * ab / p.tp;
 
   // Embedding (first stage): lookup (+ learned positions) and dropout; backward scatters
   // gradients into the table.
@@ -365,7 +391,9 @@ void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, cons
     Op o;
     o.kind = OpKind::kElementwise;
     o.name = "embedding_lookup";
-    o.bytes = Tn * h * (ab + 1) + (m.position_embedding == PositionEmbedding::kLearned ? Tn * h * 2 * ab : 0);
+    o.bytes = Tn * h * (ab + 1) +
+              (m.position_embedding == PositionEmbedding::kLearned ? Tn * h * 2 * ab : 0);
+    o.kernels = 3;
     out.embedding.push(o);
     o.pass = Pass::kBackwardWeight;
     o.name = "embedding_grad";
@@ -380,7 +408,7 @@ void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, cons
     b.elementwise("final_norm", Tn * h * 2 * ab);
     tp_enter(b, static_cast<double>(T) * h * ab);
     b.gemm("logits", T, v_local, m.hidden);
-    b.elementwise("cross_entropy", static_cast<double>(T) * v_local * (ab + 4 + 4 + 4));
+    b.elementwise("cross_entropy", static_cast<double>(T) * v_local * (ab + 4 + 4 + 4), false, 8);
     b.collective("tp_loss_allreduce", CollectiveOp::kAllReduce, CommDim::kTP, out.groups.tp,
                  static_cast<double>(T) * 4 * 3);
     LayerOps tmp;

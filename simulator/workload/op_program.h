@@ -33,7 +33,7 @@ struct OpProgram {
   EdgeOps head;          // last pipeline stage: final norm, logits, loss (fwd + bwd)
   Placements groups;
   // Per-step facts the estimator needs.
-  double pp_message_bytes = 0;  // activation tensor sent between stages per micro-batch
+  double pp_message_bytes = 0;        // activation tensor sent between stages per micro-batch
   int64_t tokens_per_microbatch = 0;  // b x s / cp, on one rank
 };
 

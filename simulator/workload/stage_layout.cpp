@@ -34,7 +34,9 @@ RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
     const int c = v * p.pp + rank;
     int begin = 0, end = 0;
     chunk_range(m.layers, chunks, c, p.uneven_pp, begin, end);
-    for (int i = begin; i < end; ++i) (m.is_moe_layer(i) ? r.moe : r.dense)++;
+    const int moe = m.moe_layers_before(end) - m.moe_layers_before(begin);
+    r.moe += moe;
+    r.dense += (end - begin) - moe;
   }
   return r;
 }

@@ -14,7 +14,8 @@ class Hierarchical final : public ICollectiveAlgorithm {
                 const LinkRates& l) const override {
     const int k = g.ranks_per_node, nodes = g.nodes;
     if (k <= 1 || nodes <= 1) return 1e300;
-    const double intra = (k - 1) * l.alpha_intra_s + bytes * (k - 1.0) / k / (l.intra_busbw_gbps * 1e9);
+    const double intra =
+        (k - 1) * l.alpha_intra_s + bytes * (k - 1.0) / k / (l.intra_busbw_gbps * 1e9);
     // Each of the k ranks all-reduces its S/k shard with its peers on the other nodes over its
     // own NIC share (inter_busbw is the whole group's per-node share; one rail gets 1/k of it).
     const double rail_bw = l.inter_busbw_gbps / k;

@@ -21,5 +21,6 @@ class Tree final : public ICollectiveAlgorithm {
 };
 
 }  // namespace
-DTPLAN_REGISTER(ICollectiveAlgorithm, Tree, "tree", "double binary tree all-reduce (latency-optimal)")
+DTPLAN_REGISTER(ICollectiveAlgorithm, Tree, "tree",
+                "double binary tree all-reduce (latency-optimal)")
 }  // namespace dtplan

@@ -27,5 +27,6 @@ class DualPipeV final : public IPipelineSchedule {
   }
 };
 }  // namespace
-DTPLAN_REGISTER(IPipelineSchedule, DualPipeV, "dualpipe-v", "DualPipeV: 2 chunks per rank in a V, bubble (p/2-1)(F&B+B-3W)")
+DTPLAN_REGISTER(IPipelineSchedule, DualPipeV, "dualpipe-v",
+                "DualPipeV: 2 chunks per rank in a V, bubble (p/2-1)(F&B+B-3W)")
 }  // namespace dtplan

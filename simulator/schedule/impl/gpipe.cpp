@@ -15,5 +15,6 @@ class GPipe final : public IPipelineSchedule {
   double inflight_microbatches(int, int, int, int m) const override { return m; }
 };
 }  // namespace
-DTPLAN_REGISTER(IPipelineSchedule, GPipe, "gpipe", "all forwards then all backwards; holds m micro-batches")
+DTPLAN_REGISTER(IPipelineSchedule, GPipe, "gpipe",
+                "all forwards then all backwards; holds m micro-batches")
 }  // namespace dtplan

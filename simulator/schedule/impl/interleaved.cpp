@@ -21,5 +21,6 @@ class Interleaved final : public IPipelineSchedule {
   }
 };
 }  // namespace
-DTPLAN_REGISTER(IPipelineSchedule, Interleaved, "interleaved", "interleaved 1F1B with v virtual stages, bubble (p-1)(F+B)/v")
+DTPLAN_REGISTER(IPipelineSchedule, Interleaved, "interleaved",
+                "interleaved 1F1B with v virtual stages, bubble (p-1)(F+B)/v")
 }  // namespace dtplan

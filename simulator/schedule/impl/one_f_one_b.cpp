@@ -17,5 +17,6 @@ class OneFOneB final : public IPipelineSchedule {
   }
 };
 }  // namespace
-DTPLAN_REGISTER(IPipelineSchedule, OneFOneB, "1f1b", "one forward one backward (PipeDream-Flush), bubble (p-1)(F+B)")
+DTPLAN_REGISTER(IPipelineSchedule, OneFOneB, "1f1b",
+                "one forward one backward (PipeDream-Flush), bubble (p-1)(F+B)")
 }  // namespace dtplan

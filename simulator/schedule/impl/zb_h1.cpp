@@ -21,5 +21,6 @@ class ZbH1 final : public IPipelineSchedule {
   }
 };
 }  // namespace
-DTPLAN_REGISTER(IPipelineSchedule, ZbH1, "zb-h1", "zero-bubble H1: bubble (p-1)(F+B-W), 1F1B memory")
+DTPLAN_REGISTER(IPipelineSchedule, ZbH1, "zb-h1",
+                "zero-bubble H1: bubble (p-1)(F+B-W), 1F1B memory")
 }  // namespace dtplan

@@ -24,5 +24,6 @@ class ZbV final : public IPipelineSchedule {
   }
 };
 }  // namespace
-DTPLAN_REGISTER(IPipelineSchedule, ZbV, "zb-v", "zero-bubble V schedule: 2 chunks per rank, near-zero bubble")
+DTPLAN_REGISTER(IPipelineSchedule, ZbV, "zb-v",
+                "zero-bubble V schedule: 2 chunks per rank, near-zero bubble")
 }  // namespace dtplan

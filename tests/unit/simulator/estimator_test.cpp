@@ -1,0 +1,197 @@
+// Invariants of the performance model (issue #3): they hold for any parameter values, so they
+// are checked on the shipped profiles across layouts.
+#include "simulator/analytic/estimator.h"
+
+#include <gtest/gtest.h>
+
+#include "core/catalog.h"
+#include "simulator/cost/collective_cost.h"
+#include "simulator/cost/compute_cost.h"
+#include "simulator/schedule/i_pipeline_schedule.h"
+#include "simulator/workload/op_program.h"
+#include "simulator/workload/stage_layout.h"
+
+namespace dtplan {
+namespace {
+
+struct Scenario {
+  ModelSpec model;
+  Cluster cluster;
+  Workload work;
+};
+
+Scenario gpt3_on_a100(int gpus) {
+  Scenario s{load_model("gpt3-175b"), load_cluster("dgx-a100-80g", gpus), {}};
+  s.work.seq_len = 2048;
+  s.work.global_batch = 1536;
+  return s;
+}
+
+Plan plan(int tp, int pp, int dp) {
+  Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.gbs = 1536;
+  p.sp = tp > 1;
+  p.recompute = Recompute::kSelective;
+  return p;
+}
+
+TEST(Estimator, ZeroThreeStatesNeverGrowWithDp) {
+  Scenario s = gpt3_on_a100(1024);
+  double prev = 1e300;
+  for (int dp : {8, 16, 32, 64, 128}) {
+    Plan p = plan(8, 1, dp);
+    p.zero = 3;
+    s.cluster.num_gpus = 8 * dp;
+    Estimate e = estimate(s.model, s.cluster, s.work, p);
+    const double states =
+        e.memory_peak.weights_bytes + e.memory_peak.grads_bytes + e.memory_peak.optimizer_bytes;
+    EXPECT_LE(states, prev) << "dp " << dp;
+    prev = states;
+  }
+}
+
+TEST(Estimator, BubbleFractionFallsAsMicroBatchesGrow) {
+  Scenario s = gpt3_on_a100(512);
+  double prev = 1.0;
+  for (int64_t gbs : {64, 128, 256, 512, 1024}) {
+    Plan p = plan(8, 16, 4);
+    p.gbs = gbs;
+    s.work.global_batch = gbs;
+    Estimate e = estimate(s.model, s.cluster, s.work, p);
+    EXPECT_LT(e.bubble_fraction, prev) << "gbs " << gbs;
+    prev = e.bubble_fraction;
+  }
+}
+
+TEST(Estimator, UtilizationBoundedAndExposedWithinTotal) {
+  for (const char* name : {"dgx-a100-80g", "dgx-h100", "dgx-b200"}) {
+    Scenario s = gpt3_on_a100(256);
+    s.cluster = load_cluster(name, 256);
+    for (int tp : {2, 4, 8})
+      for (int pp : {4, 8, 16}) {
+        const int dp = 256 / (tp * pp);
+        Plan p = plan(tp, pp, dp);
+        p.gbs = 512;
+        s.work.global_batch = 512;
+        if (!validate_plan(s.model, 256, s.work, p).empty()) continue;
+        Estimate e = estimate(s.model, s.cluster, s.work, p);
+        EXPECT_GT(e.mfu, 0);
+        EXPECT_LE(e.mfu, 1.0);
+        EXPECT_LE(e.mfu, e.hfu);
+        for (int d = 0; d < kCommDims; ++d)
+          EXPECT_LE(e.exposed_comm_s[d], e.comm_time_s[d] * (1 + 1e-9) + 1e-12)
+              << name << " " << p.describe() << " dim " << kCommDimNames[d];
+        // The breakdown adds up to the step time.
+        double sum = e.compute_s + e.recompute_s + e.bubble_s + e.optimizer_s + e.overhead_s;
+        for (double x : e.exposed_comm_s) sum += x;
+        EXPECT_NEAR(sum, e.step_time_s, e.step_time_s * 1e-6) << p.describe();
+      }
+  }
+}
+
+TEST(Estimator, FasterGpuIsFaster) {
+  Scenario s = gpt3_on_a100(256);
+  Plan p = plan(8, 8, 4);
+  Estimate a100 = estimate(s.model, s.cluster, s.work, p);
+  s.cluster = load_cluster("dgx-h100", 256);
+  Estimate h100 = estimate(s.model, s.cluster, s.work, p);
+  EXPECT_LT(h100.step_time_s, a100.step_time_s);
+}
+
+TEST(OpProgram, GemmFlopsMatchTheClosedForm) {
+  // Forward GEMM FLOPs of one GPT-3 layer on one TP rank: 24 b s h^2 / t (Korthikanti §4).
+  Scenario s = gpt3_on_a100(8);
+  Plan p = plan(8, 1, 1);
+  p.gbs = 1;
+  p.flash_attention = true;
+  OpProgram prog;
+  build_op_program(s.model, s.work, p, s.cluster, prog);
+  double fwd = 0;
+  for (const Op& o : prog.dense_layer)
+    if (o.kind == OpKind::kGemm && o.pass == Pass::kForward) fwd += o.gemm_flops();
+  const double h = 12288;
+  EXPECT_NEAR(fwd, 24.0 * 2048 * h * h / 8, 24.0 * 2048 * h * h / 8 * 1e-9);
+}
+
+TEST(OpProgram, TpCollectivesFollowMegatronConjugates) {
+  // Without SP: 2 all-reduces forward, 2 backward. With SP: 2 all-gathers + 2 reduce-scatters
+  // forward, the mirror backward, plus the re-gathers for the weight gradients.
+  Scenario s = gpt3_on_a100(8);
+  for (bool sp : {false, true}) {
+    Plan p = plan(8, 1, 1);
+    p.sp = sp;
+    OpProgram prog;
+    build_op_program(s.model, s.work, p, s.cluster, prog);
+    int ar = 0, ag = 0, rs = 0;
+    for (const Op& o : prog.dense_layer) {
+      if (o.kind != OpKind::kCollective || o.dim != CommDim::kTP) continue;
+      ar += o.collective == CollectiveOp::kAllReduce;
+      ag += o.collective == CollectiveOp::kAllGather;
+      rs += o.collective == CollectiveOp::kReduceScatter;
+    }
+    if (!sp) {
+      EXPECT_EQ(ar, 4);
+      EXPECT_EQ(ag + rs, 0);
+    } else {
+      EXPECT_EQ(ar, 0);
+      EXPECT_EQ(ag, 4 + 2);
+      EXPECT_EQ(rs, 4);
+    }
+  }
+}
+
+TEST(Placement, DataParallelAcrossNodesWithTp8) {
+  Plan p = plan(8, 2, 4);
+  HardwareProfile hw = load_profile("dgx-a100-80g");
+  Placements g = place_groups(p, hw, 64);
+  EXPECT_EQ(g.tp.nodes, 1);
+  EXPECT_EQ(g.tp.ranks_per_node, 8);
+  EXPECT_EQ(g.dp.nodes, 4);  // one rank per node: the rails
+  EXPECT_EQ(g.dp.ranks_per_node, 1);
+}
+
+TEST(StageLayout, UnevenSplitGivesFirstAndLastFewerLayers) {
+  ModelSpec m = load_model("llama3.1-405b");  // 126 layers
+  Plan p;
+  p.pp = 16;
+  p.uneven_pp = true;
+  int total = 0;
+  for (int i = 0; i < 16; ++i) total += layers_on_rank(m, p, i).total();
+  EXPECT_EQ(total, 126);
+  EXPECT_EQ(layers_on_rank(m, p, 1).total(), 8);
+  EXPECT_EQ(layers_on_rank(m, p, 0).total(), 7);
+  EXPECT_EQ(layers_on_rank(m, p, 15).total(), 7);
+}
+
+TEST(Collectives, RingTimeMatchesBusBandwidthDefinition) {
+  // A large all-reduce inside a DGX A100 takes S x 2(n-1)/n / busbw (nccl-tests definition).
+  HardwareProfile hw = load_profile("dgx-a100-80g");
+  GroupPlacement g;
+  g.size = 8;
+  g.ranks_per_node = 8;
+  g.nodes = 1;
+  g.node_gpus_busy = 8;
+  const double bytes = 1e9;
+  const double busbw = hw.node.nvlink_gbps_per_direction * hw.efficiency.nvlink_bw_fraction * 1e9;
+  const double t = collective_cost(hw, CollectiveOp::kAllReduce, bytes, g).time_s;
+  EXPECT_NEAR(t, bytes * 1.75 / busbw, bytes * 1.75 / busbw * 0.02);
+}
+
+TEST(Schedules, InterleavingShrinksTheBubbleByV) {
+  const int pp = 8;
+  std::vector<double> f(pp, 1.0), b(pp, 2.0), w(pp, 0.0);
+  PipelineInput one{pp, 1, 32, f.data(), b.data(), w.data()};
+  PipelineInput four{pp, 4, 32, f.data(), b.data(), w.data()};
+  EXPECT_DOUBLE_EQ(find_schedule("1f1b")->time(one).bubble_s, 7 * 3.0);
+  EXPECT_DOUBLE_EQ(find_schedule("interleaved")->time(four).bubble_s, 7 * 3.0 / 4);
+  // Memory: stage 0 holds p micro-batches under 1F1B, p + (p-1)/v interleaved, m under GPipe.
+  EXPECT_DOUBLE_EQ(find_schedule("1f1b")->inflight_microbatches(0, pp, 1, 32), 8);
+  EXPECT_DOUBLE_EQ(find_schedule("interleaved")->inflight_microbatches(0, pp, 4, 32), 8 + 7.0 / 4);
+  EXPECT_DOUBLE_EQ(find_schedule("gpipe")->inflight_microbatches(3, pp, 1, 32), 32);
+}
+
+}  // namespace
+}  // namespace dtplan
