@@ -112,7 +112,17 @@ LayerCost cost_ops(const List& ops, const HardwareProfile& hw, const ComputeCost
       continue;
     }
     const int d = static_cast<int>(o.dim);
-    const double t = collective_cost(hw, o.collective, o.bytes, o.group).time_s;
+    // A layer repeats the same collective (TP all-reduces forward and backward): price each
+    // distinct one once.
+    double t = -1;
+    for (int k = 0; k < i && t < 0; ++k) {
+      const Op& q = ops[k];
+      if (q.kind == OpKind::kCollective && q.collective == o.collective && q.bytes == o.bytes &&
+          q.group.size == o.group.size && q.group.nodes == o.group.nodes &&
+          q.group.ranks_per_node == o.group.ranks_per_node)
+        t = comm_t[static_cast<size_t>(k)];
+    }
+    if (t < 0) t = collective_cost(hw, o.collective, o.bytes, o.group).time_s;
     comm_t[static_cast<size_t>(i)] = t;
     lc.volume[d] += sent_bytes(o);
     lc.comm_time[d] += t;

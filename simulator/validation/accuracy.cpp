@@ -177,10 +177,11 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
     return v ? std::vector<int>{*v} : all;
   };
   const std::vector<int> all_div = divisors(n);
+  // Unpublished TP: the sizes that tile a node (divisors of the GPUs per node).
   const std::vector<int> tps = cands(c.tp, [&] {
     std::vector<int> t;
     for (int x : all_div)
-      if (x <= hw->node.gpus_per_node) t.push_back(x);
+      if (hw->node.gpus_per_node % x == 0) t.push_back(x);
     return t;
   }());
   const std::vector<int> pps = cands(c.pp, all_div);

@@ -25,10 +25,20 @@ static GroupPlacement place(int size, int stride, int gpus_per_node, int num_gpu
   GroupPlacement g;
   g.size = std::max(1, size);
   if (g.size == 1) return g;
-  const int per_node = stride >= gpus_per_node ? 1 : std::max(1, gpus_per_node / stride);
-  g.ranks_per_node = std::min(g.size, per_node);
-  g.nodes = (g.size + g.ranks_per_node - 1) / g.ranks_per_node;
   g.node_gpus_busy = std::min(gpus_per_node, num_gpus);
+  const int64_t span = static_cast<int64_t>(stride) * g.size;  // ranks from first to last member
+  if (stride >= gpus_per_node) {
+    g.ranks_per_node = 1;  // every member on its own node
+  } else if (span <= gpus_per_node && gpus_per_node % span != 0) {
+    // Groups that do not tile the node (tp = 3 on 8 GPUs): some straddle two nodes, and a
+    // collective runs at the pace of its slowest group.
+    g.ranks_per_node = std::max(1, g.size / 2);
+    g.nodes = 2;
+    return g;
+  } else {
+    g.ranks_per_node = std::min(g.size, std::max(1, gpus_per_node / stride));
+  }
+  g.nodes = (g.size + g.ranks_per_node - 1) / g.ranks_per_node;
   return g;
 }
 
