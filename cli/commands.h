@@ -17,5 +17,6 @@ void register_import_hf(CLI::App& app, CommandContext& ctx);
 void register_check(CLI::App& app, CommandContext& ctx);
 void register_estimate(CLI::App& app, CommandContext& ctx);
 void register_accuracy(CLI::App& app, CommandContext& ctx);
+void register_search(CLI::App& app, CommandContext& ctx);
 
 }  // namespace dtplan::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   dtplan::cli::register_check(app, ctx);
   dtplan::cli::register_estimate(app, ctx);
   dtplan::cli::register_accuracy(app, ctx);
+  dtplan::cli::register_search(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

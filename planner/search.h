@@ -1,0 +1,83 @@
+// Exhaustive search over parallel layouts: every factorization of the GPUs into tp x pp x cp x dp
+// (ep and etp carved from the data x context grid for MoE), virtual stages, ZeRO stage,
+// recomputation, micro-batch size and pipeline schedule; each rejected plan is counted under a
+// named reason; the survivors are evaluated through an IEvaluator and ranked.
+//
+// Contract: deterministic: the ranked top K and the Pareto front do not depend on the thread
+// count (ties broken by a total order on plans). Pruning only skips plans that cannot fit or
+// cannot enter the top K.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/estimate.h"
+#include "core/hardware.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "planner/frameworks.h"
+#include "planner/i_evaluator.h"
+
+namespace dtplan {
+
+// Allowed values per dimension; an empty list means "every feasible value".
+struct SearchSpace {
+  std::vector<int> tp, pp, cp, ep, etp, vpp, mbs, zero;
+  std::vector<Recompute> recompute;
+  std::vector<std::string> schedules;
+  std::optional<bool> sp;  // unset: SP exactly when tp > 1 (Megatron's practice)
+};
+
+enum class Objective { kStepTime, kCost, kMfu, kMemory };
+const std::vector<std::string>& objective_names();
+
+struct SearchOptions {
+  Objective objective = Objective::kStepTime;
+  int top_k = 10;
+  double memory_margin = 0.10;  // keep 10% of HBM free for fragmentation and NCCL growth
+  Framework framework = Framework::kMegatron;
+  bool allow_cross_node_tp = false;
+  int threads = 0;  // 0: hardware concurrency
+  int max_mbs = 16;
+};
+
+enum class Rejection {
+  kWorldSize,       // tp*pp*cp does not divide the GPUs
+  kDivisibility,    // heads, layers, experts, batch, sequence
+  kCrossNodeTp,     // TP larger than the NVLink domain
+  kFramework,       // the framework cannot express it
+  kMemoryStates,    // weights + grads + optimizer alone exceed the budget (whole sub-space)
+  kMemory,          // does not fit with activations
+  kCannotBeatTopK,  // its lower bound is no better than the current K-th best
+  kInvalid,         // any other validation failure
+};
+inline constexpr int kNumRejections = 8;
+const char* describe(Rejection r);
+
+struct Candidate {
+  Plan plan;
+  Estimate estimate;
+  double objective = 0;  // smaller is better (MFU is negated)
+};
+
+struct SearchResult {
+  std::vector<Candidate> top;     // best first
+  std::vector<Candidate> pareto;  // step time vs peak memory, by step time
+  std::array<long, kNumRejections> rejected{};
+  std::array<std::string, kNumRejections> example{};  // one example reason per kind
+  long enumerated = 0;
+  long evaluated = 0;
+  long feasible = 0;
+  bool exhausted = true;
+  double elapsed_s = 0;
+  int threads = 1;
+  double plans_per_s() const { return elapsed_s > 0 ? enumerated / elapsed_s : 0; }
+};
+
+SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
+                    const SearchSpace& space, const SearchOptions& opt,
+                    const IEvaluator& evaluator);
+
+}  // namespace dtplan
