@@ -104,8 +104,13 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
           mg[g.group] = g.mape_pct;
           sg[g.group] = g.spearman ? nlohmann::json(*g.spearman) : nlohmann::json();
         }
+        nlohmann::json bt = nlohmann::json::object();
+        for (const auto& g : x.groups)
+          if (g.layout_sets > 0)
+            bt[g.group] = {{"layout_sets", g.layout_sets}, {"best_in_top3", g.best_in_top3}};
         sj["mape_by_group"] = mg;
-        sj["spearman_by_group"] = sj.is_null() ? nlohmann::json() : sg;
+        sj["spearman_by_group"] = sg;
+        sj["measured_best_in_predicted_top3_by_group"] = bt;
         return sj;
       };
       j["summary"] = summary_json(s);
@@ -137,10 +142,12 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
                        results.size());
       for (const auto& r : results)
         if (!r.skipped.empty() && !verbose) fmt::format_to(o, "skipped {}: {}\n", r.id, r.skipped);
-      fmt::format_to(o, "\n{:<34} {:>6} {:>9} {:>9}\n", "group", "cases", "MAPE", "Spearman");
+      fmt::format_to(o, "\n{:<34} {:>6} {:>9} {:>9} {:>10}\n", "group", "cases", "MAPE", "Spearman",
+                     "best@top3");
       for (const auto& g : s.groups)
-        fmt::format_to(o, "{:<34} {:>6} {:>8.2f}% {:>9}\n", g.group, g.cases, g.mape_pct,
-                       g.spearman ? fmt::format("{:.3f}", *g.spearman) : "-");
+        fmt::format_to(o, "{:<34} {:>6} {:>8.2f}% {:>9} {:>10}\n", g.group, g.cases, g.mape_pct,
+                       g.spearman ? fmt::format("{:.3f}", *g.spearman) : "-",
+                       g.layout_sets ? fmt::format("{}/{}", g.best_in_top3, g.layout_sets) : "-");
       fmt::format_to(o,
                      "\nall cases: MAPE {:.2f}%, median |error| {:.2f}%, max |error| {:.2f}%, "
                      "coverage {}/{}\n",

@@ -1,7 +1,9 @@
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -81,7 +83,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
   const char* g = "Search space (pins narrow it: 8, 2,4,8 or 4-16)";
   cmd->add_option("--tp", tp, "Tensor-parallel sizes")->group(g);
   cmd->add_option("--pp", pp, "Pipeline-parallel sizes")->group(g);
-  cmd->add_option("--cp", cp, "Context-parallel sizes (default 1)")->group(g);
+  cmd->add_option("--cp", cp, "Context-parallel sizes")->group(g);
   cmd->add_option("--ep", ep, "Expert-parallel sizes")->group(g);
   cmd->add_option("--etp", etp, "Expert tensor-parallel sizes")->group(g);
   cmd->add_option("--vpp", vpp, "Virtual pipeline stages")->group(g);
@@ -157,7 +159,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     SearchSpace space;
     space.tp = parse_int_set(tp, "--tp");
     space.pp = parse_int_set(pp, "--pp");
-    space.cp = cp.empty() ? std::vector<int>{1} : parse_int_set(cp, "--cp");
+    space.cp = parse_int_set(cp, "--cp");
     space.ep = parse_int_set(ep, "--ep");
     space.etp = parse_int_set(etp, "--etp");
     space.vpp = parse_int_set(vpp, "--vpp");
@@ -198,8 +200,24 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       fmt::print(stderr, "dtplan search: profile {} has no price; cost is in GPU-hours per step\n",
                  cluster.profile.name);
 
+    // Progress bar with ETA on a terminal, for searches that run past a second; silent when
+    // stderr is piped or redirected.
+    const auto started = std::chrono::steady_clock::now();
+    bool drew = false;
+    if (isatty(STDERR_FILENO)) {
+      opt.progress = [&](double done) {
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        if (elapsed < 1.0 || done <= 0) return;
+        const int width = 30, filled = static_cast<int>(done * width);
+        fmt::print(stderr, "\r  searching [{}{}] {:3.0f}%  ETA {:.0f} s ", std::string(filled, '#'),
+                   std::string(width - filled, ' '), 100 * done, elapsed * (1 - done) / done);
+        drew = true;
+      };
+    }
     AnalyticEvaluator evaluator;
     SearchResult r = search(model, cluster, w, space, opt, evaluator);
+    if (drew) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
 
     std::string text;
     auto o = std::back_inserter(text);

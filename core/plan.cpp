@@ -25,7 +25,10 @@ std::string Plan::describe() const {
   if (etp > 1) s += fmt::format(" ETP{}", etp);
   if (vpp > 1) s += fmt::format(" VPP{}", vpp);
   if (sp) s += " SP";
-  s += fmt::format(" ZeRO-{} recompute={} mbs={} gbs={}", zero, to_string(recompute), mbs, gbs);
+  s += fmt::format(" ZeRO-{} recompute={}", zero, to_string(recompute));
+  if (recompute_layers > 0) s += fmt::format("({} layers/chunk)", recompute_layers);
+  s += fmt::format(" mbs={} gbs={}", mbs, gbs);
+  if (uneven_pp) s += " uneven-pp";
   if (pp > 1) s += fmt::format(" schedule={}", schedule);
   return s;
 }

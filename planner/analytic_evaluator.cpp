@@ -5,7 +5,9 @@ namespace dtplan {
 
 Estimate AnalyticEvaluator::evaluate(const ModelSpec& m, const Cluster& c, const Workload& w,
                                      const Plan& p) const {
-  return estimate(m, c, w, p);
+  // One layer-cost cache per thread: search threads share this evaluator.
+  thread_local EstimatorCache cache;
+  return estimate(m, c, w, p, {}, &cache);
 }
 
 }  // namespace dtplan

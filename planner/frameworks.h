@@ -12,7 +12,7 @@ enum class Framework { kMegatron, kDeepSpeed, kTorchtitan };
 const std::vector<std::string>& framework_names();
 Framework parse_framework(const std::string& name);  // name must be one of framework_names()
 
-// Empty when the framework can run the plan, else the reason it cannot.
-std::string framework_refusal(Framework f, const Plan& p);
+// nullptr when the framework can run the plan, else the reason it cannot.
+const char* framework_refusal(Framework f, const Plan& p);
 
 }  // namespace dtplan

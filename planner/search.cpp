@@ -57,7 +57,8 @@ bool allowed(const std::vector<int>& pin, int v) {
 // A total order on plans, for deterministic ties.
 auto plan_key(const Plan& p) {
   return std::make_tuple(p.tp, p.pp, p.cp, p.dp, p.ep, p.etp, p.vpp, p.sp, p.zero,
-                         static_cast<int>(p.recompute), p.mbs, p.schedule);
+                         static_cast<int>(p.recompute), p.recompute_layers, p.mbs, p.schedule,
+                         p.uneven_pp);
 }
 
 bool better(const Candidate& a, const Candidate& b) {
@@ -76,9 +77,11 @@ struct Worker {
   std::array<std::string, kNumRejections> example{};
   long enumerated = 0, evaluated = 0, feasible = 0;
 
-  void reject(Rejection r, long n, const std::string& why) {
+  // `why` is formatted only for the first plan rejected for a reason (an example to show).
+  template <typename Why>
+  void reject(Rejection r, long n, Why&& why) {
     rejected[static_cast<size_t>(r)] += n;
-    if (example[static_cast<size_t>(r)].empty()) example[static_cast<size_t>(r)] = why;
+    if (example[static_cast<size_t>(r)].empty()) example[static_cast<size_t>(r)] = why();
   }
   void offer(const Candidate& c, int k) {
     if (static_cast<int>(top.size()) < k || better(c, top.back())) {
@@ -178,6 +181,9 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
       if (b > opt.max_mbs && w.global_batch % L.dp == 0 && per_replica % b == 0) mbss.push_back(b);
     const bool sp = space.sp.value_or(L.tp > 1) && L.tp > 1;
 
+    // Uneven stages where the layers do not divide (Megatron: fewer layers on the first and
+    // last stages), only without interleaving.
+    const bool uneven = L.pp > 2 && m.layers % L.pp != 0;
     for (int zero : zeros) {
       if (zero > 0 && L.dp * L.cp == 1) continue;  // nothing to shard over: same as zero 0
       for (int vpp : vpps) {
@@ -209,19 +215,21 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
         p.sp = sp;
         p.zero = zero;
         p.gbs = w.global_batch;
+        p.uneven_pp = uneven && vpp == 1;
         p.mbs = mbss.front();
         p.schedule = schedules.front();
         // Checks that hold for the whole sub-space.
         if (L.tp > domain && !opt.allow_cross_node_tp) {
           wk.reject(Rejection::kCrossNodeTp, inner,
-                    fmt::format("TP{} > {} GPUs per NVLink domain", L.tp, domain));
+                    [&] { return fmt::format("TP{} > {} GPUs per NVLink domain", L.tp, domain); });
           continue;
         }
         auto v = validate_plan(m, n, w, p);
         if (!v.empty()) {
           const bool div = v.front().flag != "--zero" && v.front().flag != "--precision";
-          wk.reject(div ? Rejection::kDivisibility : Rejection::kInvalid, inner,
-                    fmt::format("{} {}: {}", p.describe(), v.front().flag, v.front().reason));
+          wk.reject(div ? Rejection::kDivisibility : Rejection::kInvalid, inner, [&] {
+            return fmt::format("{} {}: {}", p.describe(), v.front().flag, v.front().reason);
+          });
           continue;
         }
         // Memory lower bound: parameter states of the most loaded stage.
@@ -235,27 +243,40 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
             states = std::max(states, sm.weights_bytes + sm.grads_bytes + sm.optimizer_bytes);
           }
           if (states > budget) {
-            wk.reject(Rejection::kMemoryStates, inner,
-                      fmt::format("{}: {:.1f} GiB of states > {:.1f} GiB", p.describe(),
-                                  states / units::kGiB, budget / units::kGiB));
+            wk.reject(Rejection::kMemoryStates, inner, [&] {
+              return fmt::format("{}: {:.1f} GiB of states > {:.1f} GiB", p.describe(),
+                                 states / units::kGiB, budget / units::kGiB);
+            });
             continue;
           }
         }
+        // Full recomputation of all layers, or of a share of each chunk's layers (partial).
+        const int chunk_layers = std::max(1, m.layers / (L.pp * vpp));
+        std::vector<std::pair<Recompute, int>> rcs;
+        for (Recompute rc : recomputes) {
+          rcs.emplace_back(rc, 0);
+          if (rc == Recompute::kFull && chunk_layers >= 4)
+            for (int part : {chunk_layers / 4, chunk_layers / 2, 3 * chunk_layers / 4})
+              if (part > 0 && part < chunk_layers) rcs.emplace_back(rc, part);
+        }
+        const long extra =
+            static_cast<long>((rcs.size() - recomputes.size()) * mbss.size() * schedules.size());
+        wk.enumerated += extra;
         for (const std::string& sched : schedules)
-          for (Recompute rc : recomputes)
+          for (auto [rc, rc_layers] : rcs)
             for (int mbs : mbss) {
               p.schedule = sched;
               p.recompute = rc;
+              p.recompute_layers = rc_layers;
               p.mbs = mbs;
-              const std::string refusal = framework_refusal(opt.framework, p);
-              if (!refusal.empty()) {
-                wk.reject(Rejection::kFramework, 1, refusal);
+              if (const char* refusal = framework_refusal(opt.framework, p)) {
+                wk.reject(Rejection::kFramework, 1, [&] { return std::string(refusal); });
                 continue;
               }
               auto vv = validate_plan(m, n, w, p);
               if (vv.empty()) vv = validate_against_hardware(c.profile, w, p);
               if (!vv.empty()) {
-                wk.reject(Rejection::kDivisibility, 1, vv.front().reason);
+                wk.reject(Rejection::kDivisibility, 1, [&] { return vv.front().reason; });
                 continue;
               }
               Candidate cand;
@@ -263,10 +284,11 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
               cand.estimate = evaluator.evaluate(m, c, w, p);
               ++wk.evaluated;
               if (cand.estimate.memory_peak.total_bytes() > budget) {
-                wk.reject(Rejection::kMemory, 1,
-                          fmt::format("{}: {:.1f} GiB > {:.1f} GiB", p.describe(),
-                                      cand.estimate.memory_peak.total_bytes() / units::kGiB,
-                                      budget / units::kGiB));
+                wk.reject(Rejection::kMemory, 1, [&] {
+                  return fmt::format("{}: {:.1f} GiB > {:.1f} GiB", p.describe(),
+                                     cand.estimate.memory_peak.total_bytes() / units::kGiB,
+                                     budget / units::kGiB);
+                });
                 continue;
               }
               ++wk.feasible;
@@ -283,8 +305,12 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      for (size_t i = static_cast<size_t>(t); i < layouts.size(); i += static_cast<size_t>(threads))
+      for (size_t i = static_cast<size_t>(t); i < layouts.size();
+           i += static_cast<size_t>(threads)) {
         run_layout(layouts[i], workers[static_cast<size_t>(t)]);
+        if (t == 0 && opt.progress)
+          opt.progress(static_cast<double>(i + 1) / static_cast<double>(layouts.size()));
+      }
     });
   for (auto& th : pool) th.join();
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,8 @@ struct SearchOptions {
   bool allow_cross_node_tp = false;
   int threads = 0;  // 0: hardware concurrency
   int max_mbs = 16;
+  // Called now and then from one search thread with the share of layouts done (0..1).
+  std::function<void(double)> progress;
 };
 
 enum class Rejection {

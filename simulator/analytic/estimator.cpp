@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/registry.h"
@@ -172,20 +174,107 @@ LayerCost cost_ops(const List& ops, const HardwareProfile& hw, const ComputeCost
   return lc;
 }
 
-}  // namespace
+// Everything about one layer's ops that does not depend on pp, dp, vpp, zero or the schedule.
+struct LayerCostSet {
+  LayerCost dense, moe, emb, head;
+  double pp_message_bytes = 0;
+};
 
-Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                  const EstimatorOptions& opt) {
+LayerCostSet layer_costs(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p) {
   const HardwareProfile& hw = c.profile;
-  Estimate e;
   OpProgram prog;
   build_op_program(m, w, p, c, prog);
   ComputeCostModel cm{&hw, w.precision};
+  LayerCostSet s;
+  s.dense = cost_ops(prog.dense_layer, hw, cm, p);
+  if (m.moe) s.moe = cost_ops(prog.moe_layer, hw, cm, p);
+  s.emb = cost_ops(prog.embedding, hw, cm, p);
+  s.head = cost_ops(prog.head, hw, cm, p);
+  s.pp_message_bytes = prog.pp_message_bytes;
+  return s;
+}
 
-  const LayerCost dense = cost_ops(prog.dense_layer, hw, cm, p);
-  const LayerCost moe = m.moe ? cost_ops(prog.moe_layer, hw, cm, p) : LayerCost{};
-  const LayerCost emb = cost_ops(prog.embedding, hw, cm, p);
-  const LayerCost head = cost_ops(prog.head, hw, cm, p);
+// The plan fields the per-layer op costs depend on (with the model, cluster and workload fixed).
+struct LayerKey {
+  int tp, cp, mbs, ep, etp;
+  bool sp, flash, tp_overlap, ep_overlap;
+  Recompute recompute;
+  std::string rank_order;
+  bool operator==(const LayerKey&) const = default;
+};
+
+struct LayerKeyHash {
+  size_t operator()(const LayerKey& k) const {
+    size_t h = std::hash<std::string>{}(k.rank_order);
+    for (int v : {k.tp, k.cp, k.mbs, k.ep, k.etp, static_cast<int>(k.recompute),
+                  k.sp * 1 + k.flash * 2 + k.tp_overlap * 4 + k.ep_overlap * 8})
+      h = h * 1000003u ^ static_cast<size_t>(v);
+    return h;
+  }
+};
+
+LayerKey layer_key(const Plan& p) {
+  return {p.tp,
+          p.cp,
+          p.mbs,
+          p.ep,
+          p.etp,
+          p.sp,
+          p.flash_attention,
+          p.tp_comm_overlap,
+          p.ep_comm_overlap,
+          p.recompute,
+          p.rank_order};
+}
+
+}  // namespace
+
+struct EstimatorCache::Impl {
+  const ModelSpec* model = nullptr;
+  const Cluster* cluster = nullptr;
+  const Workload* work = nullptr;
+  std::unordered_map<LayerKey, LayerCostSet, LayerKeyHash> layers;
+};
+
+EstimatorCache::EstimatorCache() : impl_(std::make_unique<Impl>()) {}
+EstimatorCache::~EstimatorCache() = default;
+size_t EstimatorCache::size() const { return impl_->layers.size(); }
+
+Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                  const EstimatorOptions& opt) {
+  return estimate(m, c, w, p, opt, nullptr);
+}
+
+Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                  const EstimatorOptions& opt, EstimatorCache* cache) {
+  const HardwareProfile& hw = c.profile;
+  Estimate e;
+  LayerCostSet computed;
+  const LayerCostSet* costs = &computed;
+  if (cache) {
+    EstimatorCache::Impl& ci = *cache->impl_;
+    if (ci.model != &m || ci.cluster != &c || ci.work != &w) {
+      ci.layers.clear();
+      ci.model = &m;
+      ci.cluster = &c;
+      ci.work = &w;
+    }
+    LayerKey key = layer_key(p);
+    auto it = ci.layers.find(key);
+    if (it == ci.layers.end())
+      it = ci.layers.emplace(std::move(key), layer_costs(m, c, w, p)).first;
+    costs = &it->second;
+  } else {
+    computed = layer_costs(m, c, w, p);
+  }
+  const LayerCost& dense = costs->dense;
+  const LayerCost& moe = costs->moe;
+  const LayerCost& emb = costs->emb;
+  const LayerCost& head = costs->head;
+  struct {
+    Placements groups;
+    double pp_message_bytes;
+  } prog{place_groups(p, hw, c.num_gpus), costs->pp_message_bytes};
 
   const int pp = std::min(p.pp, kMaxStages);
   const int mb = std::max(1, p.num_microbatches());
@@ -207,6 +296,13 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   double busiest_compute = 0, busiest_recompute = 0, busiest_overhead = 0;
   for (int i = 0; i < pp; ++i) {
     const RankLayers l = stage_layers[static_cast<size_t>(i)] = layers_on_rank(m, p, i);
+    // Middle stages with the same layers as the previous middle stage take the same time.
+    if (i >= 2 && i < pp - 1 && l == stage_layers[static_cast<size_t>(i - 1)]) {
+      f[static_cast<size_t>(i)] = f[static_cast<size_t>(i - 1)];
+      b[static_cast<size_t>(i)] = b[static_cast<size_t>(i - 1)];
+      wg[static_cast<size_t>(i)] = wg[static_cast<size_t>(i - 1)];
+      continue;
+    }
     f[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] = wg[static_cast<size_t>(i)] = 0;
     auto add = [&](const LayerCost& lc, double n, std::array<double, kCommDims>& exp, double& comp,
                    double& rec, double& ovh) {
@@ -270,6 +366,14 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     return t;
   };
   for (int i = 0; i < pp; ++i) {
+    // A middle stage like the previous one has the same reduction, started later (more slack):
+    // it cannot expose more than the previous one.
+    if (i >= 2 && i < pp - 1 &&
+        stage_layers[static_cast<size_t>(i)] == stage_layers[static_cast<size_t>(i - 1)] &&
+        b[static_cast<size_t>(i)] + wg[static_cast<size_t>(i)] ==
+            b[static_cast<size_t>(i - 1)] + wg[static_cast<size_t>(i - 1)] &&
+        i != busiest)
+      continue;
     const ParamsOnRank prm = params_on_rank(m, counts, p, i, stage_layers[static_cast<size_t>(i)]);
     double t_dp = 0, vol = 0;
     auto reduce = [&](double params, const GroupPlacement& g) {
@@ -353,7 +457,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   const double opt_params =
       p.zero >= 1 ? prm0.dense / std::max(1, p.dp * p.cp) + prm0.expert / std::max(1, p.edp())
                   : prm0.total();
-  e.optimizer_s = cm.memory_s(opt_params * 34.0) + 20 * hw.efficiency.host_dispatch_us * 1e-6;
+  e.optimizer_s = ComputeCostModel{&hw, w.precision}.memory_s(opt_params * 34.0) +
+                  20 * hw.efficiency.host_dispatch_us * 1e-6;
 
   // Breakdown of the busiest rank's time.
   const double busy = mb * busiest_t;

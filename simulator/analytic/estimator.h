@@ -5,6 +5,7 @@
 // validate_schedule (violations are the caller's to report).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,29 @@ struct EstimatorOptions {
 
 Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                   const EstimatorOptions& opt = {});
+
+// Per-layer op costs keyed by the plan fields they depend on (tp, cp, sp, micro-batch,
+// recomputation, experts, overlaps), so that a search pays for them once per key instead of once
+// per plan (ARCHITECTURE.md principle 5). One cache serves one (model, cluster, workload) triple:
+// it empties itself when called with others. Not thread-safe: one per thread.
+class EstimatorCache {
+ public:
+  EstimatorCache();
+  ~EstimatorCache();
+  EstimatorCache(const EstimatorCache&) = delete;
+  EstimatorCache& operator=(const EstimatorCache&) = delete;
+  size_t size() const;
+  struct Impl;
+
+ private:
+  friend Estimate estimate(const ModelSpec&, const Cluster&, const Workload&, const Plan&,
+                           const EstimatorOptions&, EstimatorCache*);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The same estimate, reusing (and filling) the cache; allocates only on a cache miss.
+Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                  const EstimatorOptions& opt, EstimatorCache* cache);
 
 // Memory of every pipeline rank (for reports and --json); allocates.
 std::vector<StageMemory> all_stage_memory(const ModelSpec& m, const Workload& w, const Plan& p);

@@ -162,6 +162,8 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   r.group = c.group;
   r.measured_s = c.measured_step_time_s;
   r.measured_peak_memory_gib = c.measured_peak_memory_gib;
+  r.num_gpus = c.num_gpus;
+  r.global_batch = c.workload.global_batch;
   const HardwareProfile* hw = opt.profile ? opt.profile(c.profile) : nullptr;
   if (!hw) {
     r.skipped = fmt::format("unknown hardware profile '{}'", c.profile);
@@ -373,6 +375,17 @@ AccuracySummary summarize(const std::vector<CaseResult>& results) {
     }
     gs.mape_pct = sum / rs.size();
     if (rs.size() >= 3) gs.spearman = spearman(pred, meas);
+    std::map<std::pair<int, int64_t>, std::vector<const CaseResult*>> sets;
+    for (const CaseResult* r : rs) sets[{r->num_gpus, r->global_batch}].push_back(r);
+    for (const auto& [key, set] : sets) {
+      if (set.size() < 3) continue;
+      ++gs.layout_sets;
+      const CaseResult* best = *std::min_element(
+          set.begin(), set.end(), [](auto* a, auto* b) { return a->measured_s < b->measured_s; });
+      int faster = 0;  // layouts predicted strictly faster than the measured-best one
+      for (const CaseResult* r : set) faster += r->predicted_s < best->predicted_s ? 1 : 0;
+      gs.best_in_top3 += faster < 3 ? 1 : 0;
+    }
     s.groups.push_back(gs);
   }
   return s;

@@ -66,6 +66,8 @@ struct CaseResult {
   double error_pct = 0;  // (predicted - measured) / measured x 100
   std::string skipped;   // reason, empty when predicted
   std::string plan;      // the evaluated layout
+  int num_gpus = 0;
+  int64_t global_batch = 0;
   std::optional<double> measured_peak_memory_gib, predicted_peak_memory_gib;
 };
 
@@ -74,6 +76,11 @@ struct GroupSummary {
   int cases = 0;
   double mape_pct = 0;
   std::optional<double> spearman;  // needs >= 3 predicted cases with distinct values
+  // Ranking quality (issue #4): among the cases of this group with the same GPU count and
+  // global batch (the layouts a planner chooses between), in how many such sets with >= 3
+  // layouts the measured-fastest one is among the 3 predicted-fastest.
+  int layout_sets = 0;
+  int best_in_top3 = 0;
 };
 
 struct AccuracySummary {

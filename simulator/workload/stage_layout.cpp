@@ -29,6 +29,11 @@ static void chunk_range(int layers, int n, int c, bool uneven, int& begin, int& 
 
 RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
   RankLayers r;
+  const int chunks_total = p.pp * p.vpp;
+  if (!m.moe && m.layers % chunks_total == 0) {  // the common case: an even dense split
+    r.dense = m.layers / p.pp;
+    return r;
+  }
   const int chunks = p.pp * p.vpp;
   for (int v = 0; v < p.vpp; ++v) {
     const int c = v * p.pp + rank;

@@ -12,6 +12,7 @@ struct RankLayers {
   int dense = 0;
   int moe = 0;
   int total() const { return dense + moe; }
+  bool operator==(const RankLayers&) const = default;
 };
 
 // Layers on pipeline rank `rank` (0-based) over all of its chunks.

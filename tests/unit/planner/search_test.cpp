@@ -120,7 +120,7 @@ TEST(Search, AgreesWithBruteForce) {
               p.mbs = mbs;
               p.gbs = 64;
               p.schedule = p.vpp > 1 ? "interleaved" : "1f1b";
-              if (framework_refusal(Framework::kMegatron, p).size()) continue;
+              if (framework_refusal(Framework::kMegatron, p)) continue;
               if (!validate_plan(s.model, 16, s.work, p).empty()) continue;
               if (!validate_schedule(p).empty()) continue;
               Estimate e = estimate(s.model, s.cluster, s.work, p);
