@@ -160,6 +160,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
           : space.recompute;
   const std::vector<int> zeros = space.zero.empty() ? std::vector<int>{0, 1, 2, 3} : space.zero;
 
+  const std::vector<std::string> all_schedules = schedule_names();
   auto run_layout = [&](const Layout& L, Worker& wk) {
     // Inner values for this layout.
     std::vector<int> vpps = {1};
@@ -192,12 +193,9 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
           if (vpp > 1) continue;
           schedules = {"1f1b"};
         } else {
-          for (const auto& s : space.schedules.empty() ? schedule_names() : space.schedules) {
-            Plan probe;
-            probe.pp = L.pp;
-            probe.vpp = vpp;
-            probe.schedule = s;
-            if (validate_schedule(probe).empty()) schedules.push_back(s);
+          for (const auto& s : space.schedules.empty() ? all_schedules : space.schedules) {
+            const IPipelineSchedule* sch = find_schedule(s);
+            if (sch && sch->accepts_chunks(vpp)) schedules.push_back(s);
           }
         }
         const long inner = static_cast<long>(recomputes.size() * mbss.size() * schedules.size());

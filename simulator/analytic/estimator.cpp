@@ -178,6 +178,7 @@ LayerCost cost_ops(const List& ops, const HardwareProfile& hw, const ComputeCost
 struct LayerCostSet {
   LayerCost dense, moe, emb, head;
   double pp_message_bytes = 0;
+  ActivationInputs activations;
 };
 
 LayerCostSet layer_costs(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p) {
@@ -191,6 +192,7 @@ LayerCostSet layer_costs(const ModelSpec& m, const Cluster& c, const Workload& w
   s.emb = cost_ops(prog.embedding, hw, cm, p);
   s.head = cost_ops(prog.head, hw, cm, p);
   s.pp_message_bytes = prog.pp_message_bytes;
+  s.activations = activation_inputs(m, w, p);
   return s;
 }
 
@@ -229,11 +231,40 @@ LayerKey layer_key(const Plan& p) {
 
 }  // namespace
 
+// A collective priced for one group shape; plans of one search repeat them constantly.
+struct CollectiveKey {
+  CollectiveOp op;
+  double bytes;
+  int size, ranks_per_node, nodes, busy;
+  bool operator==(const CollectiveKey&) const = default;
+};
+
+struct CollectiveKeyHash {
+  size_t operator()(const CollectiveKey& k) const {
+    size_t h = std::hash<double>{}(k.bytes);
+    for (int v : {static_cast<int>(k.op), k.size, k.ranks_per_node, k.nodes, k.busy})
+      h = h * 1000003u ^ static_cast<size_t>(v);
+    return h;
+  }
+};
+
 struct EstimatorCache::Impl {
   const ModelSpec* model = nullptr;
   const Cluster* cluster = nullptr;
   const Workload* work = nullptr;
   std::unordered_map<LayerKey, LayerCostSet, LayerKeyHash> layers;
+  std::unordered_map<CollectiveKey, double, CollectiveKeyHash> collectives;
+  ParamCounts counts;
+
+  double collective(const HardwareProfile& hw, CollectiveOp op, double bytes,
+                    const GroupPlacement& g) {
+    const CollectiveKey key{op, bytes, g.size, g.ranks_per_node, g.nodes, g.node_gpus_busy};
+    auto it = collectives.find(key);
+    if (it != collectives.end()) return it->second;
+    const double t = collective_cost(hw, op, bytes, g).time_s;
+    if (collectives.size() < 100000) collectives.emplace(key, t);
+    return t;
+  }
 };
 
 EstimatorCache::EstimatorCache() : impl_(std::make_unique<Impl>()) {}
@@ -255,6 +286,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     EstimatorCache::Impl& ci = *cache->impl_;
     if (ci.model != &m || ci.cluster != &c || ci.work != &w) {
       ci.layers.clear();
+      ci.collectives.clear();
+      ci.counts = count_params(m);
       ci.model = &m;
       ci.cluster = &c;
       ci.work = &w;
@@ -275,6 +308,14 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     Placements groups;
     double pp_message_bytes;
   } prog{place_groups(p, hw, c.num_gpus), costs->pp_message_bytes};
+  EstimatorCache::Impl* memo_impl = cache ? cache->impl_.get() : nullptr;
+  struct Priced {
+    double time_s;
+  };
+  auto price = [&](CollectiveOp op, double bytes, const GroupPlacement& g) {
+    return Priced{memo_impl ? memo_impl->collective(hw, op, bytes, g)
+                            : collective_cost(hw, op, bytes, g).time_s};
+  };
 
   const int pp = std::min(p.pp, kMaxStages);
   const int mb = std::max(1, p.num_microbatches());
@@ -282,20 +323,20 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   // Pipeline point-to-point: one activation (forward) and one gradient (backward) per
   // micro-batch per chunk boundary; blocking in Megatron's schedules, so exposed.
   const double t_p2p =
-      pp > 1 ? collective_cost(hw, CollectiveOp::kSendRecv, prog.pp_message_bytes, prog.groups.pp)
-                   .time_s
-             : 0;
+      pp > 1 ? price(CollectiveOp::kSendRecv, prog.pp_message_bytes, prog.groups.pp).time_s : 0;
 
   // Per-stage arrays: only [0, pp) is written and read (no need to clear 1024 entries).
   std::array<double, kMaxStages> f, b, wg;
-  std::array<RankLayers, kMaxStages> stage_layers;
-  const ParamCounts counts = count_params(m);
+  // RankLayers has member initializers: keep raw storage so 1024 entries are not zeroed.
+  alignas(RankLayers) unsigned char stage_layers_storage[kMaxStages * sizeof(RankLayers)];
+  RankLayers* stage_layers = reinterpret_cast<RankLayers*>(stage_layers_storage);
+  const ParamCounts counts = memo_impl ? memo_impl->counts : count_params(m);
   int busiest = 0;
   double busiest_t = -1;
   std::array<double, kCommDims> busiest_exposed{};
   double busiest_compute = 0, busiest_recompute = 0, busiest_overhead = 0;
   for (int i = 0; i < pp; ++i) {
-    const RankLayers l = stage_layers[static_cast<size_t>(i)] = layers_on_rank(m, p, i);
+    const RankLayers l = *new (&stage_layers[i]) RankLayers(layers_on_rank(m, p, i));
     // Middle stages with the same layers as the previous middle stage take the same time.
     if (i >= 2 && i < pp - 1 && l == stage_layers[static_cast<size_t>(i - 1)]) {
       f[static_cast<size_t>(i)] = f[static_cast<size_t>(i - 1)];
@@ -359,7 +400,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   auto cached_cost = [&](CollectiveOp op, double bytes, const GroupPlacement& g) {
     for (int k = 0; k < memo_size; ++k)
       if (memo[k].op == op && memo[k].bytes == bytes && memo[k].group == &g) return memo[k].t;
-    const double t = collective_cost(hw, op, bytes, g).time_s;
+    const double t = price(op, bytes, g).time_s;
     memo[static_cast<size_t>(memo_next)] = {op, bytes, &g, t};
     memo_next = (memo_next + 1) % 8;
     memo_size = std::min(memo_size + 1, 8);
@@ -445,7 +486,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     g.nodes = 2;
     g.node_gpus_busy = 1;
     const double bytes = static_cast<double>(m.vocab) * m.hidden / p.tp * grad_bytes;
-    const double t = collective_cost(hw, CollectiveOp::kAllReduce, bytes, g).time_s;
+    const double t = price(CollectiveOp::kAllReduce, bytes, g).time_s;
     exposed_dp += t;
     dp_volume += bytes;
   }
@@ -496,7 +537,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   }
 
   // Throughput and FLOP utilization.
-  const StepFlops fl = step_flops(m, w, p, opt.flops);
+  const StepFlops fl = step_flops(m, counts, w, p, opt.flops);
   const double n = c.num_gpus;
   const double peak = hw.gpu.peak_flops(w.precision);
   const double tokens = static_cast<double>(w.global_batch) * w.seq_len;
@@ -519,7 +560,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   for (int i = 0; i < pp; ++i) {
     // Middle stages are alike; evaluate the first, the last, and stage 1 (most in flight after 0).
     if (i > 1 && i < pp - 1) continue;
-    StageMemory s = stage_memory(m, w, p, *msched, i);
+    StageMemory s = stage_memory(m, w, p, *msched, i, counts, costs->activations,
+                                 stage_layers[static_cast<size_t>(i)]);
     if (i == 0) e.memory_first = s;
     if (i == pp - 1) e.memory_last = s;
     if (s.total_bytes() > peak_bytes) {

@@ -11,7 +11,11 @@ const char* describe(FlopsConvention c) {
 }
 
 StepFlops step_flops(const ModelSpec& m, const Workload& w, const Plan& p, FlopsConvention conv) {
-  const ParamCounts c = count_params(m);
+  return step_flops(m, count_params(m), w, p, conv);
+}
+
+StepFlops step_flops(const ModelSpec& m, const ParamCounts& c, const Workload& w, const Plan& p,
+                     FlopsConvention conv) {
   const double tokens = static_cast<double>(w.global_batch) * w.seq_len;
   const double h = static_cast<double>(m.hidden);
   const int gate = m.ffn_matrices();

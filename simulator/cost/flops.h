@@ -21,5 +21,7 @@ struct StepFlops {
 };
 
 StepFlops step_flops(const ModelSpec& m, const Workload& w, const Plan& p, FlopsConvention c);
+StepFlops step_flops(const ModelSpec& m, const ParamCounts& counts, const Workload& w,
+                     const Plan& p, FlopsConvention c);
 
 }  // namespace dtplan

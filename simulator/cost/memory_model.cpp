@@ -80,12 +80,30 @@ double layer_activation_bytes(const ModelSpec& m, const Workload& w, const Plan&
   return bytes;
 }
 
+ActivationInputs activation_inputs(const ModelSpec& m, const Workload& w, const Plan& p) {
+  ActivationInputs a;
+  a.dense = layer_activation_bytes(m, w, p, false);
+  a.moe = m.moe ? layer_activation_bytes(m, w, p, true) : 0;
+  Plan none = p;
+  none.recompute = Recompute::kNone;
+  none.recompute_layers = 0;
+  a.full_dense = layer_activation_bytes(m, w, none, false);
+  a.full_moe = m.moe ? layer_activation_bytes(m, w, none, true) : 0;
+  return a;
+}
+
 StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
                          const IPipelineSchedule& schedule, int rank) {
+  return stage_memory(m, w, p, schedule, rank, count_params(m), activation_inputs(m, w, p),
+                      layers_on_rank(m, p, rank));
+}
+
+StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
+                         const IPipelineSchedule& schedule, int rank, const ParamCounts& counts,
+                         const ActivationInputs& act, const RankLayers& l) {
   StageMemory s;
-  const RankLayers l = layers_on_rank(m, p, rank);
   s.layers = l.total();
-  const ParamsOnRank prm = params_on_rank(m, p, rank);
+  const ParamsOnRank prm = params_on_rank(m, counts, p, rank, l);
   const double d = std::max(1, p.dp * p.cp);
   const double de = std::max(1, p.edp());
   auto shard = [&](double bytes_per_param, int min_stage) {
@@ -99,17 +117,14 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
 
   // Activations: in-flight micro-batches x this rank's layers.
   const double inflight = schedule.inflight_microbatches(rank, p.pp, p.vpp, p.num_microbatches());
-  const double dense_act = layer_activation_bytes(m, w, p, false);
-  const double moe_act = m.moe ? layer_activation_bytes(m, w, p, true) : 0;
+  const double dense_act = act.dense;
+  const double moe_act = act.moe;
   double per_mb = l.dense * dense_act + l.moe * moe_act;
   const double tokens = static_cast<double>(p.mbs) * w.seq_len / p.cp;
   const double sp_div = p.sp ? p.tp : 1;
   if (p.recompute == Recompute::kFull) {
-    Plan none = p;
-    none.recompute = Recompute::kNone;
-    none.recompute_layers = 0;
-    const double full_dense = layer_activation_bytes(m, w, none, false);
-    const double full_moe = m.moe ? layer_activation_bytes(m, w, none, true) : 0;
+    const double full_dense = act.full_dense;
+    const double full_moe = act.full_moe;
     const double input_only = tokens * 2.0 * m.hidden / sp_div;
     if (p.recompute_layers > 0) {
       // The first recompute_layers layers of each rank keep only their input.
@@ -139,7 +154,7 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
     // The gathered 16-bit parameters of the largest layer and their 16-bit gradients before the
     // reduce-scatter: DeepSpeed's estimate_zero3_model_states_mem_needs 4 x largest layer
     // (REFERENCE.md §2.1, worked example E4).
-    const ParamCounts c = count_params(m);
+    const ParamCounts& c = counts;
     double largest = static_cast<double>(c.attention_per_layer + c.dense_mlp_per_layer);
     if (m.moe)
       largest =

@@ -44,4 +44,15 @@ double layer_activation_bytes(const ModelSpec& m, const Workload& w, const Plan&
 StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
                          const IPipelineSchedule& schedule, int rank);
 
+// Activation bytes per layer and micro-batch for the plan's recomputation and without any.
+struct ActivationInputs {
+  double dense = 0, moe = 0, full_dense = 0, full_moe = 0;
+};
+ActivationInputs activation_inputs(const ModelSpec& m, const Workload& w, const Plan& p);
+
+// The same with everything that does not depend on the rank precomputed (estimator fast path).
+StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
+                         const IPipelineSchedule& schedule, int rank, const ParamCounts& counts,
+                         const ActivationInputs& act, const RankLayers& layers);
+
 }  // namespace dtplan
