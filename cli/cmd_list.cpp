@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/catalog.h"
 #include "core/registry.h"
+#include "planner/emit/i_emitter.h"
 #include "simulator/cost/i_collective_algorithm.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
 
@@ -13,9 +14,9 @@ namespace dtplan::cli {
 void register_list(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand("list", "List the model zoo or the hardware profiles");
   static std::string what;
-  cmd->add_option("what", what, "models | profiles | schedules | collectives")
+  cmd->add_option("what", what, "models | profiles | schedules | collectives | emitters")
       ->required()
-      ->check(CLI::IsMember({"models", "profiles", "schedules", "collectives"}));
+      ->check(CLI::IsMember({"models", "profiles", "schedules", "collectives", "emitters"}));
   cmd->callback([&ctx] {
     if (what == "models") {
       fmt::print("{:<18} {:>6} {:>7} {:>5} {:>6} {:>9} {:>9}  {}\n", "name", "layers", "hidden",
@@ -29,6 +30,9 @@ void register_list(CLI::App& app, CommandContext& ctx) {
       }
     } else if (what == "schedules") {
       for (const auto& e : Registry<IPipelineSchedule>::global().entries())
+        fmt::print("{:<14} {}\n", e.name, e.description);
+    } else if (what == "emitters") {
+      for (const auto& e : Registry<IEmitter>::global().entries())
         fmt::print("{:<14} {}\n", e.name, e.description);
     } else if (what == "collectives") {
       for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries())

@@ -20,5 +20,6 @@ endfunction()
 # dtplan_link_plugins(TARGET): link every plug-in object (schedules, collective algorithms,
 # emitters, backends) into an executable so their self-registrations are kept.
 function(dtplan_link_plugins target)
-  target_link_libraries(${target} PRIVATE dtplan_sim_plugins dtplan_sim)
+  target_link_libraries(${target} PRIVATE dtplan_sim_plugins dtplan_planner_plugins dtplan_planner
+                                          dtplan_sim)
 endfunction()

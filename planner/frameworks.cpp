@@ -28,6 +28,8 @@ const char* framework_refusal(Framework f, const Plan& p) {
       if (p.zero >= 2 && p.pp > 1) return "DeepSpeed refuses ZeRO-2/3 with pipeline parallelism";
       if (p.pp > 1 && p.schedule != "1f1b") return "DeepSpeed's pipeline engine runs 1F1B only";
       if (p.cp > 1) return "DeepSpeed (Megatron-DeepSpeed) has no context parallelism in this form";
+      if (p.etp != 1) return "Megatron-DeepSpeed has no expert tensor parallelism";
+      if (p.uneven_pp) return "DeepSpeed's pipeline engine partitions layers itself";
       return nullptr;
     case Framework::kTorchtitan:
       if (p.etp != 1 && p.etp != p.tp) return "torchtitan needs expert TP of 1 or equal to TP";

@@ -1,0 +1,138 @@
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "core/registry.h"
+#include "planner/emit/i_emitter.h"
+
+namespace dtplan::cli {
+
+namespace {
+
+// Fills the plan options from the plan of rank `rank` (1-based) of a `dtplan search --json` file.
+void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec, PlanOptions& o,
+                           bool model_given, bool cluster_given) {
+  std::ifstream in(path);
+  if (!in) throw InputError({path, 0, 0}, "--from", "cannot be read");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError({path, 0, 0}, "--from",
+                     fmt::format("not JSON (byte {}): {}", e.byte, e.what()));
+  }
+  if (!j.contains("top") || !j["top"].is_array())
+    throw InputError({path, 0, 0}, "--from", "not a `dtplan search --json` result (no 'top' list)");
+  if (rank < 1 || rank > static_cast<int>(j["top"].size()))
+    throw InputError({}, "--rank",
+                     fmt::format("{} has {} ranked plans; --rank {} is out of range", path,
+                                 j["top"].size(), rank));
+  try {
+    const auto& p = j["top"][static_cast<size_t>(rank - 1)]["plan"];
+    if (!model_given) spec.model = j.at("model").get<std::string>();
+    if (!cluster_given) {
+      spec.cluster = j.at("cluster").at("profile").get<std::string>();
+      spec.gpus = j.at("cluster").at("gpus").get<int>();
+    }
+    o.tp = p.at("tp");
+    o.pp = p.at("pp");
+    o.dp = p.at("dp");
+    o.cp = p.at("cp");
+    o.ep = p.at("ep");
+    o.etp = p.at("etp");
+    o.vpp = p.at("vpp");
+    o.sp = p.at("sp");
+    o.zero = p.at("zero");
+    o.recompute = p.at("recompute");
+    o.recompute_layers = p.value("recompute_layers", 0);
+    o.uneven_pp = p.value("uneven_pp", false);
+    o.mbs = p.at("mbs");
+    o.gbs = p.at("gbs");
+    o.seq = p.at("seq");
+    o.schedule = p.at("schedule");
+    o.precision = p.at("precision");
+    o.attention = p.at("attention");
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError({path, 0, 0}, "--from",
+                     fmt::format("plan {} is incomplete: {}", rank, e.what()));
+  }
+}
+
+}  // namespace
+
+void register_launch(CLI::App& app, CommandContext& ctx) {
+  auto* cmd = app.add_subcommand(
+      "launch",
+      "Write ready-to-run launch files for a plan (Megatron-LM + Slurm, DeepSpeed, torchtitan)");
+  static SpecOptions spec;
+  static PlanOptions plan;
+  static std::string format, out_dir, from, nodes_file, job_name = "dtplan";
+  static int rank = 1;
+  add_spec_options(*cmd, spec);
+  add_plan_options(*cmd, plan);
+  cmd->add_option("--format,-f", format, "megatron | deepspeed | torchtitan (dtplan list emitters)")
+      ->required();
+  cmd->add_option("--out,-o", out_dir, "Folder to write the files into (created if missing)")
+      ->required();
+  cmd->add_option("--from", from, "Take the plan from a `dtplan search --json` file");
+  cmd->add_option("--rank", rank, "Which ranked plan of --from (1 = best)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--nodes-file", nodes_file, "Host names, one per line (DeepSpeed hostfile)");
+  cmd->add_option("--job-name", job_name, "Slurm job name")->capture_default_str();
+  cmd->callback([&ctx, cmd] {
+    const auto names = emitter_names();
+    const IEmitter* emitter = find_emitter(format);
+    if (!emitter)
+      throw InputError({}, "--format",
+                       fmt::format("unknown format '{}'{}; known: {}", format,
+                                   did_you_mean(format, std::span<const std::string>(names)),
+                                   fmt::join(names, ", ")));
+    if (!from.empty())
+      plan_from_search_json(from, rank, spec, plan, cmd->count("--model") > 0,
+                            cmd->count("--cluster") + cmd->count("--gpus") > 0);
+    std::vector<Violation> violations;
+    Resolved r = resolve(spec, plan, violations);
+    if (!violations.empty()) {
+      for (const auto& v : violations)
+        fmt::print(stderr, "dtplan: error: {}: {}\n", v.flag, v.reason);
+      ctx.exit_code = 2;
+      return;
+    }
+    EmitInput in;
+    in.model = &r.model;
+    in.cluster = &r.cluster;
+    in.work = &r.workload;
+    in.plan = &r.plan;
+    in.job_name = job_name;
+    if (!nodes_file.empty()) {
+      std::ifstream hf(nodes_file);
+      if (!hf) throw InputError({nodes_file, 0, 0}, "--nodes-file", "cannot be read");
+      for (std::string line; std::getline(hf, line);)
+        if (!line.empty() && line[0] != '#') in.hosts.push_back(line);
+    }
+    if (const char* why = emitter->refusal(in))
+      throw InputError({}, "--format",
+                       fmt::format("{} cannot run {}: {}", format, r.plan.describe(), why));
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (ec)
+      throw InputError({out_dir, 0, 0}, "--out", fmt::format("cannot create: {}", ec.message()));
+    for (const EmittedFile& f : emitter->emit(in)) {
+      const std::string path = (std::filesystem::path(out_dir) / f.name).string();
+      write_file_atomic(path, f.content);
+      if (f.executable) ::chmod(path.c_str(), 0755);
+      fmt::print("{}\n", path);
+    }
+    ctx.exit_code = 0;
+  });
+}
+
+}  // namespace dtplan::cli

@@ -1,0 +1,343 @@
+// Launch emitters: golden files, round trip of every plan and model value, shell safety
+// (bash -n, shellcheck, a hostile name), and each refusal rule.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/catalog.h"
+#include "planner/emit/i_emitter.h"
+#include "planner/frameworks.h"
+
+namespace dtplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct LaunchCase {
+  const char* id;
+  const char* model;
+  const char* profile;
+  int gpus;
+  Plan plan;
+  int64_t seq;
+  std::vector<const char*> formats;  // the formats that can express it
+};
+
+Plan make_plan(int tp, int pp, int cp, int dp, int ep, int vpp, int zero, Recompute rc, int mbs,
+               int64_t gbs, const char* schedule) {
+  Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.cp = cp;
+  p.dp = dp;
+  p.ep = ep;
+  p.vpp = vpp;
+  p.sp = tp > 1;
+  p.zero = zero;
+  p.recompute = rc;
+  p.mbs = mbs;
+  p.gbs = gbs;
+  p.schedule = schedule;
+  return p;
+}
+
+std::vector<LaunchCase> cases() {
+  return {
+      // Issue #6: GPT-3 175B on 256 A100, TP8 PP8 DP4, interleaved, selective, distributed
+      // optimizer.
+      {"gpt3-175b_256xa100",
+       "gpt3-175b",
+       "dgx-a100-80g",
+       256,
+       make_plan(8, 8, 1, 4, 1, 3, 1, Recompute::kSelective, 1, 1536, "interleaved"),
+       2048,
+       {"megatron"}},
+      // Llama 3.1 405B on 1024 H100 with context parallelism, fully sharded.
+      {"llama3.1-405b_1024xh100_cp",
+       "llama3.1-405b",
+       "dgx-h100",
+       1024,
+       make_plan(8, 2, 4, 16, 1, 1, 3, Recompute::kFull, 1, 512, "1f1b"),
+       8192,
+       {"megatron", "torchtitan"}},
+      // Mixtral 8x7B with expert parallelism.
+      {"mixtral-8x7b_64xh100_ep",
+       "mixtral-8x7b",
+       "dgx-h100",
+       64,
+       make_plan(2, 1, 1, 32, 8, 1, 3, Recompute::kFull, 1, 256, "1f1b"),
+       4096,
+       {"megatron", "deepspeed", "torchtitan"}},
+  };
+}
+
+struct Emitted {
+  ModelSpec model;
+  Cluster cluster;
+  Workload work;
+  Plan plan;
+  std::vector<EmittedFile> files;
+};
+
+Emitted emit_case(const LaunchCase& c, const std::string& format,
+                  const std::string& job = "dtplan") {
+  Emitted e{load_model(c.model), load_cluster(c.profile, c.gpus), {}, c.plan, {}};
+  e.work.seq_len = c.seq;
+  e.work.global_batch = c.plan.gbs;
+  EmitInput in;
+  in.model = &e.model;
+  in.cluster = &e.cluster;
+  in.work = &e.work;
+  in.plan = &e.plan;
+  in.job_name = job;
+  const IEmitter* em = find_emitter(format);
+  EXPECT_NE(em, nullptr) << format;
+  if (!em) return e;
+  const char* why = em->refusal(in);
+  EXPECT_EQ(why, nullptr) << format << ": " << (why ? why : "");
+  e.files = em->emit(in);
+  return e;
+}
+
+const EmittedFile* file(const Emitted& e, const std::string& name) {
+  for (const auto& f : e.files)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+std::map<std::string, std::string> args_map(const std::string& list) {
+  std::map<std::string, std::string> m;
+  std::istringstream in(list);
+  std::string line, flag;
+  while (std::getline(in, line)) {
+    if (line.rfind("--", 0) == 0) {
+      flag = line;
+      m[flag] = "";
+    } else if (!flag.empty()) {
+      m[flag] = line;
+    }
+  }
+  return m;
+}
+
+std::string write_temp(const std::string& name, const std::string& content) {
+  fs::path dir = fs::temp_directory_path() / "dtplan_emit_test";
+  fs::create_directories(dir);
+  fs::path p = dir / name;
+  std::ofstream(p) << content;
+  return p.string();
+}
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) return "popen failed";
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  const int rc = pclose(f);
+  return rc == 0 ? out : "exit " + std::to_string(rc) + ": " + out;
+}
+
+TEST(Emitters, GoldenFiles) {
+  const bool update = std::getenv("DTPLAN_UPDATE_GOLDEN") != nullptr;
+  const fs::path root = fs::path(DTPLAN_TEST_DATA_DIR) / "tests/golden/launch";
+  for (const auto& c : cases())
+    for (const char* format : c.formats) {
+      Emitted e = emit_case(c, format);
+      ASSERT_FALSE(e.files.empty());
+      for (const auto& f : e.files) {
+        const fs::path g = root / c.id / format / f.name;
+        if (update) {
+          fs::create_directories(g.parent_path());
+          std::ofstream(g) << f.content;
+          continue;
+        }
+        std::ifstream in(g);
+        ASSERT_TRUE(in) << "missing golden " << g << " (DTPLAN_UPDATE_GOLDEN=1 writes it)";
+        std::stringstream ss;
+        ss << in.rdbuf();
+        EXPECT_EQ(ss.str(), f.content) << g;
+      }
+    }
+}
+
+TEST(Emitters, MegatronArgumentsRoundTrip) {
+  for (const auto& c : cases()) {
+    Emitted e = emit_case(c, "megatron");
+    const EmittedFile* list = file(e, "megatron_args.txt");
+    ASSERT_NE(list, nullptr);
+    auto a = args_map(list->content);
+    const ModelSpec& m = e.model;
+    const Plan& p = e.plan;
+    EXPECT_EQ(a["--num-layers"], std::to_string(m.layers)) << c.id;
+    EXPECT_EQ(a["--hidden-size"], std::to_string(m.hidden));
+    EXPECT_EQ(a["--ffn-hidden-size"], std::to_string(m.ffn_hidden));
+    EXPECT_EQ(a["--num-attention-heads"], std::to_string(m.heads));
+    if (m.kv_heads < m.heads) {
+      EXPECT_EQ(a["--num-query-groups"], std::to_string(m.kv_heads));
+    }
+    EXPECT_EQ(a["--vocab-size"], std::to_string(m.vocab));
+    EXPECT_EQ(a["--seq-length"], std::to_string(e.work.seq_len));
+    EXPECT_EQ(a["--max-position-embeddings"], std::to_string(m.max_seq));
+    EXPECT_EQ(a.count("--swiglu"), m.ffn_act == FfnAct::kSwiglu ? 1u : 0u);
+    EXPECT_EQ(a.count("--untie-embeddings-and-output-weights"), m.tied_embeddings ? 0u : 1u);
+    if (m.moe) {
+      EXPECT_EQ(a["--num-experts"], std::to_string(m.moe->experts));
+      EXPECT_EQ(a["--moe-router-topk"], std::to_string(m.moe->topk));
+      EXPECT_EQ(a["--moe-ffn-hidden-size"], std::to_string(m.moe->expert_ffn_hidden));
+      EXPECT_EQ(a["--expert-model-parallel-size"], std::to_string(p.ep));
+    }
+    EXPECT_EQ(a["--tensor-model-parallel-size"], std::to_string(p.tp));
+    EXPECT_EQ(a["--pipeline-model-parallel-size"], std::to_string(p.pp));
+    if (p.cp > 1) {
+      EXPECT_EQ(a["--context-parallel-size"], std::to_string(p.cp));
+    }
+    if (p.vpp > 1) {
+      EXPECT_EQ(a["--num-virtual-stages-per-pipeline-rank"], std::to_string(p.vpp));
+    }
+    EXPECT_EQ(a.count("--sequence-parallel"), p.sp ? 1u : 0u);
+    EXPECT_EQ(a.count("--use-distributed-optimizer"), p.zero == 1 ? 1u : 0u);
+    EXPECT_EQ(a.count("--use-megatron-fsdp"), p.zero == 3 ? 1u : 0u);
+    EXPECT_EQ(a["--recompute-granularity"],
+              p.recompute == Recompute::kNone ? "" : to_string(p.recompute));
+    EXPECT_EQ(a["--micro-batch-size"], std::to_string(p.mbs));
+    EXPECT_EQ(a["--global-batch-size"], std::to_string(p.gbs));
+    // Data parallelism is what remains: world / (tp pp cp).
+    EXPECT_EQ(e.cluster.num_gpus / (std::stoi(a["--tensor-model-parallel-size"]) *
+                                    std::stoi(a["--pipeline-model-parallel-size"]) *
+                                    (p.cp > 1 ? std::stoi(a["--context-parallel-size"]) : 1)),
+              p.dp);
+  }
+}
+
+TEST(Emitters, DeepSpeedConfigRoundTrip) {
+  const auto c = cases()[2];
+  Emitted e = emit_case(c, "deepspeed");
+  auto j = nlohmann::json::parse(file(e, "ds_config.json")->content);
+  EXPECT_EQ(j["train_batch_size"], c.plan.gbs);
+  EXPECT_EQ(j["train_micro_batch_size_per_gpu"], c.plan.mbs);
+  EXPECT_EQ(j["gradient_accumulation_steps"], c.plan.gbs / (c.plan.mbs * c.plan.dp));
+  EXPECT_EQ(j["zero_optimization"]["stage"], c.plan.zero);
+  EXPECT_EQ(j["bf16"]["enabled"], true);
+  auto a = args_map(file(e, "megatron_deepspeed_args.txt")->content);
+  EXPECT_EQ(a["--zero-stage"], "3");
+  EXPECT_EQ(a["--moe-expert-parallel-size"], "8");
+  EXPECT_EQ(a["--num-experts"], "8");
+  EXPECT_EQ(a["--topk"], "2");
+  EXPECT_EQ(a["--num-key-value-heads"], "8");
+  EXPECT_EQ(a.count("--no-pipeline-parallel"), 1u);
+  EXPECT_EQ(file(e, "hostfile")->content.substr(0, 15), "node-0 slots=8\n");
+}
+
+TEST(Emitters, TorchtitanTomlRoundTrip) {
+  for (const auto& c : {cases()[1], cases()[2]}) {
+    Emitted e = emit_case(c, "torchtitan");
+    std::map<std::string, std::string> kv;
+    std::istringstream in(file(e, "torchtitan.toml")->content);
+    std::string line, section;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      if (line[0] == '[') {
+        section = line.substr(1, line.find(']') - 1);
+        continue;
+      }
+      const auto eq = line.find(" = ");
+      kv[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+    }
+    const Plan& p = e.plan;
+    EXPECT_EQ(kv["parallelism.tensor_parallel_degree"], std::to_string(p.tp)) << c.id;
+    EXPECT_EQ(kv["parallelism.pipeline_parallel_degree"], std::to_string(p.pp));
+    EXPECT_EQ(kv["parallelism.context_parallel_degree"], std::to_string(p.cp));
+    EXPECT_EQ(kv["parallelism.expert_parallel_degree"], std::to_string(p.ep));
+    EXPECT_EQ(kv["parallelism.data_parallel_shard_degree"], std::to_string(p.zero == 3 ? p.dp : 1));
+    EXPECT_EQ(kv["training.global_batch_size"], std::to_string(p.gbs));
+    EXPECT_EQ(kv["training.seq_len"], std::to_string(e.work.seq_len));
+    EXPECT_EQ(kv["activation_checkpoint.mode"], "\"" + std::string(to_string(p.recompute)) + "\"");
+  }
+}
+
+TEST(Emitters, ScriptsPassBashAndShellcheck) {
+  ASSERT_EQ(std::system("command -v shellcheck > /dev/null"), 0)
+      << "shellcheck is not installed (scripts/setup-debian.sh installs it)";
+  for (const auto& c : cases())
+    for (const char* format : c.formats) {
+      Emitted e = emit_case(c, format);
+      for (const auto& f : e.files) {
+        if (!f.executable) continue;
+        const std::string path = write_temp(std::string(c.id) + "_" + f.name, f.content);
+        EXPECT_EQ(run("bash -n '" + path + "' 2>&1"), "") << path;
+        EXPECT_EQ(run("shellcheck '" + path + "' 2>&1"), "") << path;
+      }
+    }
+}
+
+TEST(Emitters, HostileNamesAreQuoted) {
+  const std::string hostile = "\"; rm -rf / #";
+  const auto c = cases()[0];
+  Emitted e = emit_case(c, "megatron", hostile + "\n$(touch /tmp/dtplan_pwned)");
+  const EmittedFile* script = file(e, "train_megatron.sbatch");
+  ASSERT_NE(script, nullptr);
+  const std::string path = write_temp("hostile.sbatch", script->content);
+  EXPECT_EQ(run("bash -n '" + path + "' 2>&1"), "");
+  EXPECT_EQ(run("shellcheck '" + path + "' 2>&1"), "");
+  // Evaluate only the LOG_ARGS array: the hostile text comes back as one inert element.
+  const std::string got = run("bash -c 'eval \"$(sed -n \"/^LOG_ARGS=(/,/^)/p\" \"" + path +
+                              "\")\"; printf \"%s|\" \"${LOG_ARGS[@]}\"'");
+  EXPECT_EQ(got, "--tensorboard-dir|tensorboard/" + hostile + "\n$(touch /tmp/dtplan_pwned)|");
+  EXPECT_FALSE(fs::exists("/tmp/dtplan_pwned"));
+  // The Slurm job name is reduced to a safe name; comments cannot be broken out of.
+  const auto at = script->content.find("#SBATCH --job-name=");
+  ASSERT_NE(at, std::string::npos);
+  const std::string name =
+      script->content.substr(at + 19, script->content.find('\n', at) - at - 19);
+  EXPECT_EQ(name, "___rm_-rf_______touch__tmp_dtplan_pwned_");
+  for (char ch : name)
+    EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' ||
+                ch == '.');
+}
+
+TEST(Emitters, ArgsInScriptEqualArgsFile) {
+  // The quoted ARGS array in the script expands to exactly the argument list file.
+  for (const auto& c : cases()) {
+    Emitted e = emit_case(c, "megatron");
+    const std::string path =
+        write_temp("args_check.sbatch", file(e, "train_megatron.sbatch")->content);
+    const std::string got = run("bash -c 'eval \"$(sed -n \"/^ARGS=(/,/^)/p\" \"" + path +
+                                "\")\"; printf \"%s\\n\" \"${ARGS[@]}\"'");
+    EXPECT_EQ(got, file(e, "megatron_args.txt")->content) << c.id;
+  }
+}
+
+TEST(Emitters, RefusalRules) {
+  auto refused = [](Framework f, Plan p) { return framework_refusal(f, p) != nullptr; };
+  Plan p = make_plan(8, 4, 1, 8, 1, 1, 2, Recompute::kNone, 1, 512, "1f1b");
+  EXPECT_TRUE(refused(Framework::kDeepSpeed, p));  // ZeRO-2 with PP > 1
+  p.zero = 3;
+  EXPECT_TRUE(refused(Framework::kDeepSpeed, p));  // ZeRO-3 with PP > 1
+  p.zero = 1;
+  EXPECT_FALSE(refused(Framework::kDeepSpeed, p));
+  p.vpp = 2;
+  p.schedule = "interleaved";
+  EXPECT_TRUE(refused(Framework::kDeepSpeed, p));  // a schedule DeepSpeed lacks
+  p = make_plan(4, 1, 1, 16, 8, 1, 3, Recompute::kNone, 1, 512, "1f1b");
+  p.etp = 2;
+  EXPECT_TRUE(refused(Framework::kTorchtitan, p));  // expert TP not in {1, tp}
+  p.etp = 4;
+  EXPECT_FALSE(refused(Framework::kTorchtitan, p));
+  p.zero = 1;
+  EXPECT_TRUE(refused(Framework::kTorchtitan, p));  // FSDP2 or nothing
+  p = make_plan(8, 4, 1, 8, 1, 1, 1, Recompute::kNone, 1, 512, "zb-h1");
+  EXPECT_TRUE(refused(Framework::kMegatron, p));  // a schedule Megatron-LM lacks
+  p.schedule = "1f1b";
+  p.zero = 2;
+  EXPECT_TRUE(refused(Framework::kMegatron, p));  // ZeRO-2
+}
+
+}  // namespace
+}  // namespace dtplan
