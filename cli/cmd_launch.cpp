@@ -75,6 +75,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
   static SpecOptions spec;
   static PlanOptions plan;
   static std::string format, out_dir, from, nodes_file, job_name = "dtplan";
+  static std::string partition, account, time_limit;
   static int rank = 1;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
@@ -87,6 +88,9 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--nodes-file", nodes_file, "Host names, one per line (DeepSpeed hostfile)");
   cmd->add_option("--job-name", job_name, "Slurm job name")->capture_default_str();
+  cmd->add_option("--partition", partition, "Slurm partition (#SBATCH --partition)");
+  cmd->add_option("--account", account, "Slurm account (#SBATCH --account)");
+  cmd->add_option("--time", time_limit, "Slurm time limit, e.g. 04:00:00 (#SBATCH --time)");
   cmd->callback([&ctx, cmd] {
     const auto names = emitter_names();
     const IEmitter* emitter = find_emitter(format);
@@ -112,6 +116,9 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
     in.work = &r.workload;
     in.plan = &r.plan;
     in.job_name = job_name;
+    in.partition = partition;
+    in.account = account;
+    in.time_limit = time_limit;
     if (!nodes_file.empty()) {
       std::ifstream hf(nodes_file);
       if (!hf) throw InputError({nodes_file, 0, 0}, "--nodes-file", "cannot be read");

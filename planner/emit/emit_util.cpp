@@ -39,6 +39,23 @@ std::string slurm_name(const std::string& s) {
   return out.empty() ? std::string("dtplan") : out;
 }
 
+std::string slurm_options(const EmitInput& in) {
+  std::string out;
+  auto safe = [](const std::string& v) {
+    std::string r;
+    for (char c : v)
+      r += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+            c == ':' || c == ',')
+               ? c
+               : '_';
+    return r;
+  };
+  if (!in.partition.empty()) out += "#SBATCH --partition=" + safe(in.partition) + "\n";
+  if (!in.account.empty()) out += "#SBATCH --account=" + safe(in.account) + "\n";
+  if (!in.time_limit.empty()) out += "#SBATCH --time=" + safe(in.time_limit) + "\n";
+  return out;
+}
+
 std::string bash_array(const std::string& name, const std::vector<std::string>& items) {
   std::string out = name + "=(\n";
   for (size_t i = 0; i < items.size(); ++i) {

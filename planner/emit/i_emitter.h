@@ -24,7 +24,13 @@ struct EmitInput {
   const Plan* plan = nullptr;
   std::string job_name = "dtplan";
   std::vector<std::string> hosts;  // from --nodes-file; empty: node-0 ... node-(N-1)
+  // Optional Slurm settings (#SBATCH --partition/--account/--time); empty = not written.
+  std::string partition, account, time_limit;
 };
+
+// The optional #SBATCH lines for partition, account and time limit (values reduced to the
+// characters Slurm accepts there).
+std::string slurm_options(const EmitInput& in);
 
 struct EmittedFile {
   std::string name;

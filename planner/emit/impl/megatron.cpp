@@ -41,6 +41,7 @@ class MegatronEmitter final : public IEmitter {
         fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node={}\n",
                     nodes, gpn);
     s += "#SBATCH --exclusive\n#SBATCH --output=logs/%x-%j.out\n";
+    s += slurm_options(in);
     s += "set -euo pipefail\n";
     // Megatron: one CUDA connection keeps TP/CP communication kernels ordered (not with FSDP).
     if ((p.tp > 1 || p.cp > 1) && p.zero != 3) s += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";

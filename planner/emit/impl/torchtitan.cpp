@@ -91,6 +91,7 @@ class TorchtitanEmitter final : public IEmitter {
     s += fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks={}\n#SBATCH --gpus-per-task={}\n", nodes,
                      nodes, gpn);
     s += "#SBATCH --output=logs/%x-%j.out\n";
+    s += slurm_options(in);
     s += "set -euo pipefail\n";
     s += "CONFIG=\"${CONFIG:-torchtitan.toml}\"\n";
     s += "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)\n";

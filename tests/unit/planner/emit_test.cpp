@@ -232,6 +232,19 @@ TEST(Emitters, DeepSpeedConfigRoundTrip) {
   EXPECT_EQ(a["--topk"], "2");
   EXPECT_EQ(a["--num-key-value-heads"], "8");
   EXPECT_EQ(a.count("--no-pipeline-parallel"), 1u);
+  // Model values (Megatron-DeepSpeed spelling).
+  const ModelSpec& m = e.model;
+  EXPECT_EQ(a["--num-layers"], std::to_string(m.layers));
+  EXPECT_EQ(a["--hidden-size"], std::to_string(m.hidden));
+  EXPECT_EQ(a["--ffn-hidden-size"], std::to_string(m.ffn_hidden));
+  EXPECT_EQ(a["--num-attention-heads"], std::to_string(m.heads));
+  EXPECT_EQ(a["--vocab-size"], std::to_string(m.vocab));
+  EXPECT_EQ(a["--max-position-embeddings"], std::to_string(m.max_seq));
+  EXPECT_EQ(a["--seq-length"], std::to_string(e.work.seq_len));
+  EXPECT_EQ(a["--tensor-model-parallel-size"], std::to_string(c.plan.tp));
+  EXPECT_EQ(a["--micro-batch-size"], std::to_string(c.plan.mbs));
+  EXPECT_EQ(a["--global-batch-size"], std::to_string(c.plan.gbs));
+  EXPECT_EQ(a.count("--swiglu"), 1u);
   EXPECT_EQ(file(e, "hostfile")->content.substr(0, 15), "node-0 slots=8\n");
 }
 
