@@ -1,0 +1,164 @@
+// The discrete-event engine and its resources, alone. Expected times are worked by hand.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "simulator/des/engine.h"
+#include "simulator/des/resources.h"
+
+namespace dtplan::des {
+namespace {
+
+// Records (time, kind, payload) of every event it receives.
+struct Recorder final : Handler {
+  struct Hit {
+    double t;
+    uint32_t kind;
+    uint64_t payload;
+  };
+  std::vector<Hit> hits;
+  void on_event(Engine& e, uint32_t kind, uint64_t payload) override {
+    hits.push_back({e.now(), kind, payload});
+  }
+};
+
+TEST(Engine, DeliversInTimeThenInsertionOrder) {
+  Engine e;
+  Recorder r;
+  const auto id = e.add_handler(&r);
+  e.schedule_at(2.0, id, 1);
+  e.schedule_at(1.0, id, 2);
+  e.schedule_at(2.0, id, 3);  // same time as kind 1: after it
+  e.schedule_at(0.5, id, 4);
+  EXPECT_EQ(e.run(), 4u);
+  ASSERT_EQ(r.hits.size(), 4u);
+  EXPECT_EQ(r.hits[0].kind, 4u);
+  EXPECT_EQ(r.hits[1].kind, 2u);
+  EXPECT_EQ(r.hits[2].kind, 1u);
+  EXPECT_EQ(r.hits[3].kind, 3u);
+  EXPECT_DOUBLE_EQ(e.now(), 2.0);
+}
+
+TEST(Engine, RunUntilStopsAndResumes) {
+  Engine e;
+  Recorder r;
+  const auto id = e.add_handler(&r);
+  for (int i = 1; i <= 5; ++i) e.schedule_at(i, id, 0, static_cast<uint64_t>(i));
+  EXPECT_EQ(e.run(2.5), 2u);
+  EXPECT_EQ(e.run(), 3u);
+  EXPECT_EQ(r.hits.back().payload, 5u);
+}
+
+// A handler that reschedules itself: chains of events.
+struct Chain final : Handler {
+  Engine::HandlerId id = 0;
+  uint64_t left = 0;
+  void on_event(Engine& e, uint32_t, uint64_t) override {
+    if (left-- > 1) e.schedule_in(1e-6, id, 0);
+  }
+};
+
+TEST(Engine, ChainsProcessEveryEvent) {
+  Engine e;
+  Chain c;
+  c.id = e.add_handler(&c);
+  c.left = 1000;
+  e.schedule_at(0, c.id, 0);
+  EXPECT_EQ(e.run(), 1000u);
+  EXPECT_NEAR(e.now(), 999e-6, 1e-12);
+}
+
+TEST(Stream, RunsTasksOneAfterAnother) {
+  Engine e;
+  Recorder r;
+  const auto id = e.add_handler(&r);
+  Stream s(e);
+  s.submit(1.0, {id, 1, 0});
+  s.submit(2.0, {id, 2, 0});
+  s.submit(0.5, {id, 3, 0});
+  e.run();
+  ASSERT_EQ(r.hits.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.hits[0].t, 1.0);
+  EXPECT_DOUBLE_EQ(r.hits[1].t, 3.0);
+  EXPECT_DOUBLE_EQ(r.hits[2].t, 3.5);
+  EXPECT_DOUBLE_EQ(s.busy_s(), 3.5);
+}
+
+TEST(FlowNetwork, TwoFlowsShareALinkEqually) {
+  // 100 B each over one 100 B/s link: alone 1 s; together 50 B/s each, both done at 2 s.
+  Engine e;
+  Recorder r;
+  const auto id = e.add_handler(&r);
+  FlowNetwork net(e);
+  const int link = net.add_link(100);
+  net.start_flow({link}, 100, {id, 1, 0});
+  net.start_flow({link}, 100, {id, 2, 0});
+  e.run();
+  ASSERT_EQ(r.hits.size(), 2u);
+  EXPECT_NEAR(r.hits[0].t, 2.0, 1e-12);
+  EXPECT_NEAR(r.hits[1].t, 2.0, 1e-12);
+}
+
+TEST(FlowNetwork, MaxMinFairnessAndReallocationOnCompletion) {
+  // Link A 100 B/s, link B 30 B/s. Flow 1 uses A; flow 2 uses A and B.
+  // Max-min: flow 2 is held to 30 by B, flow 1 gets the remaining 70 of A.
+  // Flow 1 (140 B) ends at 2 s; flow 2 (90 B) has sent 60 B by then and keeps 30 B/s: ends 3 s.
+  Engine e;
+  Recorder r;
+  const auto id = e.add_handler(&r);
+  FlowNetwork net(e);
+  const int a = net.add_link(100), b = net.add_link(30);
+  const int f1 = net.start_flow({a}, 140, {id, 1, 0});
+  const int f2 = net.start_flow({a, b}, 90, {id, 2, 0});
+  EXPECT_DOUBLE_EQ(net.rate(f1), 70);
+  EXPECT_DOUBLE_EQ(net.rate(f2), 30);
+  e.run();
+  ASSERT_EQ(r.hits.size(), 2u);
+  EXPECT_EQ(r.hits[0].kind, 1u);
+  EXPECT_NEAR(r.hits[0].t, 2.0, 1e-9);
+  EXPECT_EQ(r.hits[1].kind, 2u);
+  EXPECT_NEAR(r.hits[1].t, 3.0, 1e-9);
+}
+
+TEST(FlowNetwork, LateArrivalSlowsTheFirstFlow) {
+  // 100 B/s link. Flow 1: 150 B at t=0. Flow 2: 50 B at t=1 (flow 1 has 50 B left).
+  // From t=1 both run at 50 B/s: both finish at t=2.
+  Engine e;
+  Recorder r;
+  const auto id = e.add_handler(&r);
+  FlowNetwork net(e);
+  const int link = net.add_link(100);
+  net.start_flow({link}, 150, {id, 1, 0});
+  struct Starter final : Handler {
+    FlowNetwork* net;
+    int link;
+    Engine::HandlerId notify;
+    void on_event(Engine&, uint32_t, uint64_t) override {
+      net->start_flow({link}, 50, {notify, 2, 0});
+    }
+  } starter;
+  starter.net = &net;
+  starter.link = link;
+  starter.notify = id;
+  e.schedule_at(1.0, e.add_handler(&starter), 0);
+  e.run();
+  ASSERT_EQ(r.hits.size(), 2u);
+  EXPECT_NEAR(r.hits[0].t, 2.0, 1e-9);
+  EXPECT_NEAR(r.hits[1].t, 2.0, 1e-9);
+}
+
+TEST(FlowNetwork, SharingOffRunsEachFlowAsIfAlone) {
+  Engine e;
+  Recorder r;
+  const auto id = e.add_handler(&r);
+  FlowNetwork net(e, /*sharing=*/false);
+  const int link = net.add_link(100);
+  net.start_flow({link}, 100, {id, 1, 0});
+  net.start_flow({link}, 100, {id, 2, 0});
+  e.run();
+  EXPECT_NEAR(r.hits[0].t, 1.0, 1e-12);
+  EXPECT_NEAR(r.hits[1].t, 1.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace dtplan::des
