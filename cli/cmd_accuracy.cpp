@@ -21,8 +21,10 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
   static std::vector<std::string> only_profiles;
   static bool json = false, overlap = false, verbose = false;
   cmd->add_option("--cases", cases_path, "Case file (shared/groundtruth format)")->required();
-  cmd->add_option("--evaluator", evaluator, "Evaluator")
-      ->check(CLI::IsMember({"analytic"}))
+  cmd->add_option("--evaluator", evaluator,
+                  "analytic (closed form) or des (discrete-event simulator re-evaluates the chosen "
+                  "layout)")
+      ->check(CLI::IsMember({"analytic", "des"}))
       ->capture_default_str();
   cmd->add_option("--attention", attention,
                   "Attention kernel assumed for every case (the dev set's frameworks predate "
@@ -43,6 +45,7 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
     AccuracyOptions opt;
     opt.flash_attention = attention == "flash";
     opt.overlap_grad_reduce = overlap;
+    opt.des = evaluator == "des";
     opt.profile = [&](const std::string& name) -> const HardwareProfile* {
       auto it = profiles.find(name);
       if (it != profiles.end()) return it->second.get();

@@ -19,5 +19,6 @@ void register_estimate(CLI::App& app, CommandContext& ctx);
 void register_accuracy(CLI::App& app, CommandContext& ctx);
 void register_search(CLI::App& app, CommandContext& ctx);
 void register_launch(CLI::App& app, CommandContext& ctx);
+void register_simulate(CLI::App& app, CommandContext& ctx);
 
 }  // namespace dtplan::cli

@@ -277,7 +277,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
 }
 
 Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                  const EstimatorOptions& opt, EstimatorCache* cache) {
+                  const EstimatorOptions& opt, EstimatorCache* cache, PipelineDetail* detail) {
   const HardwareProfile& hw = c.profile;
   Estimate e;
   LayerCostSet computed;
@@ -378,10 +378,23 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     }
   }
 
+  if (detail) {
+    const double hops = pp > 1 ? p.vpp : 0;
+    detail->f.assign(f.begin(), f.begin() + pp);
+    detail->b.assign(b.begin(), b.begin() + pp);
+    detail->w.assign(wg.begin(), wg.begin() + pp);
+    for (int i = 0; i < pp; ++i) {
+      detail->f[static_cast<size_t>(i)] -= hops * t_p2p;
+      detail->b[static_cast<size_t>(i)] -= hops * t_p2p;
+    }
+    detail->p2p_s = t_p2p;
+    detail->p2p_bytes = prog.pp_message_bytes;
+  }
   const IPipelineSchedule* sched = find_schedule(p.schedule);
   if (!sched || pp == 1) sched = find_schedule("1f1b");
   PipelineInput in{pp, p.vpp, mb, f.data(), b.data(), wg.data()};
   const PipelineTime pipe = sched ? sched->time(in) : PipelineTime{mb * busiest_t, 0};
+  if (detail) detail->pipeline_s = pipe.total_s;
 
   // Data-parallel gradient reduction and parameter gather, per rank, after the last backward.
   // Gradients are reduced in fp32 when kept in fp32 with bf16 (Megatron forces

@@ -24,6 +24,15 @@ struct EstimatorOptions {
 Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                   const EstimatorOptions& opt = {});
 
+// What the pipeline looks like inside an estimate, for the discrete-event simulator: per rank
+// and micro-batch (all of the rank's chunks), compute time without point-to-point transfers.
+struct PipelineDetail {
+  std::vector<double> f, b, w;
+  double p2p_s = 0;       // one activation send between neighbouring ranks
+  double p2p_bytes = 0;
+  double pipeline_s = 0;  // the closed form's pipeline time (compute + bubble + sends)
+};
+
 // Per-layer op costs keyed by the plan fields they depend on (tp, cp, sp, micro-batch,
 // recomputation, experts, overlaps), so that a search pays for them once per key instead of once
 // per plan (ARCHITECTURE.md principle 5). One cache serves one (model, cluster, workload) triple:
@@ -39,13 +48,14 @@ class EstimatorCache {
 
  private:
   friend Estimate estimate(const ModelSpec&, const Cluster&, const Workload&, const Plan&,
-                           const EstimatorOptions&, EstimatorCache*);
+                           const EstimatorOptions&, EstimatorCache*, PipelineDetail*);
   std::unique_ptr<Impl> impl_;
 };
 
 // The same estimate, reusing (and filling) the cache; allocates only on a cache miss.
 Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                  const EstimatorOptions& opt, EstimatorCache* cache);
+                  const EstimatorOptions& opt, EstimatorCache* cache,
+                  PipelineDetail* detail = nullptr);
 
 // Memory of every pipeline rank (for reports and --json); allocates.
 std::vector<StageMemory> all_stage_memory(const ModelSpec& m, const Workload& w, const Plan& p);

@@ -11,6 +11,7 @@
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/collective_cost.h"
 #include "simulator/cost/compute_cost.h"
+#include "simulator/des/step_sim.h"
 #include "simulator/workload/op_program.h"
 
 namespace dtplan {
@@ -264,6 +265,9 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   if (best < 0) {
     r.skipped = last_reason;
     return r;
+  }
+  if (opt.des && (best_plan.pp == 1 || des::simulator_supports(best_plan.schedule))) {
+    best = des::simulate_step(c.model, cluster, c.workload, best_plan).estimate.step_time_s;
   }
   r.predicted_s = best;
   r.error_pct = (best - r.measured_s) / r.measured_s * 100.0;

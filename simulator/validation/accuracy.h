@@ -55,6 +55,8 @@ CaseFile load_case_file(const std::string& path);
 struct AccuracyOptions {
   bool flash_attention = false;      // the dev set's frameworks used unfused attention
   bool overlap_grad_reduce = false;  // and reduced gradients after the backward
+  // Re-evaluate the chosen layout with the discrete-event simulator (schedules it orders).
+  bool des = false;
   // Profile lookup: name -> profile (lets callers substitute fitted parameters).
   std::function<const HardwareProfile*(const std::string&)> profile;
 };

@@ -1,0 +1,36 @@
+// One training step through the discrete-event pipeline simulator, with the same costs the
+// analytic estimator uses (one cost model, two evaluators): the pipeline part is simulated
+// (schedule order, dependencies, sends over shared links); the data-parallel reduction and the
+// optimizer step are taken from the estimate.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/estimate.h"
+#include "core/hardware.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "simulator/des/pipeline_sim.h"
+
+namespace dtplan::des {
+
+struct StepSimResult {
+  Estimate estimate;           // the analytic estimate with step time and bubble simulated
+  double analytic_step_s = 0;  // what the closed form says
+  double pipeline_s = 0;       // simulated makespan of the pipeline
+  long events = 0;
+  std::vector<TraceEvent> trace;
+};
+
+// Schedules the simulator can order (others: InputError naming --schedule).
+bool simulator_supports(const std::string& schedule);
+
+StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                            bool link_sharing = true, bool record_trace = false);
+
+// Chrome/Perfetto trace JSON (CONVENTIONS.md §6): a process per pipeline stage, a thread for
+// its compute stream, an X slice per task.
+std::string trace_json(const std::vector<TraceEvent>& trace, int stages);
+
+}  // namespace dtplan::des

@@ -1,0 +1,143 @@
+// The simulated pipeline reproduces the closed-form bubbles exactly for equal stage times
+// (REFERENCE.md §4: (p-1)(F+B) for GPipe and 1F1B, (p-1)(F+B)/v interleaved), and point-to-point
+// transfers over shared links cost what a hand calculation says.
+#include "simulator/des/pipeline_sim.h"
+
+#include <gtest/gtest.h>
+
+namespace dtplan::des {
+namespace {
+
+PipelineSimInput uniform(int p, int v, int m, double f, double b) {
+  PipelineSimInput in;
+  in.p = p;
+  in.v = v;
+  in.m = m;
+  in.f.assign(static_cast<size_t>(p), f);
+  in.b.assign(static_cast<size_t>(p), b);
+  in.w.assign(static_cast<size_t>(p), 0.0);
+  return in;
+}
+
+TEST(PipelineSim, OneFOneBAndGPipeBubbleIsClosedForm) {
+  for (int p : {2, 4, 8})
+    for (int m : {1, 4, 8, 32}) {
+      const double f = 1.0, b = 2.0;
+      const double expect = (m + p - 1) * (f + b);
+      EXPECT_NEAR(simulate_pipeline(uniform(p, 1, m, f, b), PipelineOrder::kOneFOneB).makespan_s,
+                  expect, 1e-9)
+          << "1f1b p=" << p << " m=" << m;
+      EXPECT_NEAR(simulate_pipeline(uniform(p, 1, m, f, b), PipelineOrder::kGPipe).makespan_s,
+                  expect, 1e-9)
+          << "gpipe p=" << p << " m=" << m;
+    }
+}
+
+TEST(PipelineSim, InterleavedBubbleIsClosedForm) {
+  for (int p : {2, 4})
+    for (int v : {2, 3})
+      for (int m : {p, 2 * p, 4 * p}) {
+        const double f = 1.0, b = 2.0;
+        const double expect = m * (f + b) + (p - 1) * (f + b) / v;
+        EXPECT_NEAR(
+            simulate_pipeline(uniform(p, v, m, f, b), PipelineOrder::kInterleaved).makespan_s,
+            expect, 1e-9)
+            << "p=" << p << " v=" << v << " m=" << m;
+      }
+}
+
+TEST(PipelineSim, SendsAddToTheCriticalPath) {
+  // p = 2, m = 1: F0 (1 s) -> send (1 s) -> F1 (1 s) -> B1 (2 s) -> send (1 s) -> B0 (2 s) = 8 s.
+  PipelineSimInput in = uniform(2, 1, 1, 1.0, 2.0);
+  in.p2p_bytes = 100;
+  in.p2p_bytes_per_s = 100;
+  EXPECT_NEAR(simulate_pipeline(in, PipelineOrder::kOneFOneB).makespan_s, 8.0, 1e-9);
+}
+
+TEST(PipelineSim, TraceHasEveryTask) {
+  auto r = simulate_pipeline(uniform(4, 2, 8, 1.0, 2.0), PipelineOrder::kInterleaved, true);
+  EXPECT_EQ(r.trace.size(), 4u * 2 * 8 * 2);  // ranks x chunks x micro-batches x passes
+  for (const auto& t : r.trace) EXPECT_LT(t.start_s, t.end_s);
+}
+
+}  // namespace
+}  // namespace dtplan::des
+
+#include <nlohmann/json.hpp>
+
+#include "core/catalog.h"
+#include "simulator/des/step_sim.h"
+
+namespace dtplan::des {
+namespace {
+
+// One cost model, two evaluators: with contention off the simulated step stays within 1% of the
+// closed form for a grid of plans (the closed form charges every send to the critical path,
+// the timeline overlaps some of them).
+TEST(StepSim, AgreesWithTheClosedFormWithinOnePercent) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const Cluster c = load_cluster("dgx-a100-80g", 512);
+  Workload w;
+  w.seq_len = 2048;
+  w.global_batch = 1536;
+  struct Layout {
+    int tp, pp, vpp;
+    const char* schedule;
+  } grid[] = {{8, 8, 3, "interleaved"}, {8, 16, 1, "1f1b"}, {4, 8, 2, "interleaved"},
+              {8, 4, 1, "gpipe"},       {8, 1, 1, "1f1b"},  {4, 16, 2, "interleaved"}};
+  for (const Layout& l : grid) {
+    Plan p;
+    p.tp = l.tp;
+    p.pp = l.pp;
+    p.vpp = l.vpp;
+    p.dp = 512 / (l.tp * l.pp);
+    p.sp = true;
+    p.zero = 1;
+    p.recompute = Recompute::kFull;
+    p.gbs = 1536;
+    p.schedule = l.schedule;
+    StepSimResult r = simulate_step(m, c, w, p, /*link_sharing=*/false);
+    EXPECT_NEAR(r.estimate.step_time_s, r.analytic_step_s, 0.01 * r.analytic_step_s)
+        << p.describe();
+    double sum = r.estimate.compute_s + r.estimate.recompute_s + r.estimate.bubble_s +
+                 r.estimate.optimizer_s + r.estimate.overhead_s + r.estimate.exposed_comm_total_s();
+    EXPECT_NEAR(sum, r.estimate.step_time_s, 1e-6 * r.estimate.step_time_s);
+  }
+}
+
+TEST(StepSim, TraceIsPerfettoJson) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const Cluster c = load_cluster("dgx-a100-80g", 256);
+  Workload w;
+  w.seq_len = 2048;
+  w.global_batch = 64;
+  Plan p;
+  p.tp = 8;
+  p.pp = 8;
+  p.vpp = 3;
+  p.dp = 4;
+  p.sp = true;
+  p.gbs = 64;
+  p.schedule = "interleaved";
+  StepSimResult r = simulate_step(m, c, w, p, true, true);
+  auto j = nlohmann::json::parse(trace_json(r.trace, p.pp));
+  ASSERT_TRUE(j.contains("traceEvents"));
+  int meta = 0, slices = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M") {
+      ++meta;
+      EXPECT_TRUE(e["name"] == "process_name" || e["name"] == "thread_name");
+      EXPECT_TRUE(e["args"].contains("name"));
+    } else {
+      ++slices;
+      EXPECT_EQ(e["ph"], "X");
+      EXPECT_GE(e["dur"].get<double>(), 0);
+      EXPECT_LT(e["pid"].get<int>(), 8);
+    }
+  }
+  EXPECT_EQ(meta, 2 * 8);                   // a process and a compute thread per stage
+  EXPECT_EQ(slices, 8 * 3 * (64 / 4) * 2);  // stages x chunks x micro-batches x (F, B)
+}
+
+}  // namespace
+}  // namespace dtplan::des
