@@ -35,4 +35,43 @@ BENCHMARK(BM_EngineEvents)->Arg(16)->Arg(1024)->Arg(16384)->Unit(benchmark::kMil
 }  // namespace
 }  // namespace dtplan::des
 
+
+
+// Issue #5 scale target: one step of Llama-3.1-405B on 16,384 H100 (TP8 PP16 DP128, 1F1B,
+// seq 8192, global batch 2048, micro-batch 1, layers split 7 / 8 x 14 / 7).
+#include "core/catalog.h"
+#include "simulator/des/step_sim.h"
+
+namespace dtplan::des {
+namespace {
+
+void BM_Llama405B_16K_Step(benchmark::State& state) {
+  setenv("DTPLAN_DATA_DIR", DTPLAN_BENCH_DATA_DIR, 0);
+  const ModelSpec m = load_model("llama3.1-405b");
+  const Cluster c = load_cluster("dgx-h100", 16384);
+  Workload w;
+  w.seq_len = 8192;
+  w.global_batch = 2048;
+  Plan p;
+  p.tp = 8;
+  p.pp = 16;
+  p.dp = 128;
+  p.sp = true;
+  p.zero = 1;
+  p.mbs = 1;
+  p.gbs = 2048;
+  p.uneven_pp = true;
+  p.schedule = "1f1b";
+  long events = 0;
+  for (auto _ : state) {
+    StepSimResult r = simulate_step(m, c, w, p);
+    events += r.events;
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Llama405B_16K_Step)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace dtplan::des
 BENCHMARK_MAIN();
