@@ -35,8 +35,6 @@ BENCHMARK(BM_EngineEvents)->Arg(16)->Arg(1024)->Arg(16384)->Unit(benchmark::kMil
 }  // namespace
 }  // namespace dtplan::des
 
-
-
 // Issue #5 scale target: one step of Llama-3.1-405B on 16,384 H100 (TP8 PP16 DP128, 1F1B,
 // seq 8192, global batch 2048, micro-batch 1, layers split 7 / 8 x 14 / 7).
 #include "core/catalog.h"
@@ -68,7 +66,8 @@ void BM_Llama405B_16K_Step(benchmark::State& state) {
     events += r.events;
     benchmark::DoNotOptimize(r);
   }
-  state.counters["events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["events/s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Llama405B_16K_Step)->Unit(benchmark::kMillisecond);
 

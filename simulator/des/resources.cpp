@@ -35,16 +35,25 @@ int FlowNetwork::add_link(double capacity_bytes_per_s) {
 
 int FlowNetwork::start_flow(const std::vector<int>& path, double bytes, Notify done) {
   advance_all();
-  Flow f;
+  int id;
+  if (!free_slots_.empty()) {
+    id = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    id = static_cast<int>(flows_.size());
+    flows_.emplace_back();
+  }
+  Flow& f = flows_[static_cast<size_t>(id)];
   f.path = path;
   f.remaining = bytes;
+  f.rate = 0;
   f.last_update = engine_.now();
   f.active = true;
   f.done = done;
-  flows_.push_back(std::move(f));
+  ++f.version;  // events of the slot's previous flow are stale
   ++active_;
   reallocate();
-  return static_cast<int>(flows_.size() - 1);
+  return id;
 }
 
 // Brings every active flow's remaining bytes up to now at its current rate.
@@ -127,8 +136,10 @@ void FlowNetwork::on_event(Engine& engine, uint32_t, uint64_t payload) {
   f.active = false;
   f.remaining = 0;
   --active_;
+  const Notify done = f.done;
+  free_slots_.push_back(static_cast<int>(flow));
   reallocate();
-  engine.schedule_at(engine.now(), f.done.handler, f.done.kind, f.done.payload);
+  engine.schedule_at(engine.now(), done.handler, done.kind, done.payload);
 }
 
 }  // namespace dtplan::des

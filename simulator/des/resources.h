@@ -51,7 +51,7 @@ class FlowNetwork final : public Handler {
 
   int add_link(double capacity_bytes_per_s);
   // Starts a transfer of `bytes` over the links of `path`; `done` fires when the last byte
-  // arrives. Returns the flow id.
+  // arrives. Returns the flow id (valid until the flow completes; ids are reused).
   int start_flow(const std::vector<int>& path, double bytes, Notify done);
   double rate(int flow) const { return flows_[static_cast<size_t>(flow)].rate; }
   int active_flows() const { return active_; }
@@ -76,6 +76,7 @@ class FlowNetwork final : public Handler {
   bool sharing_;
   std::vector<double> capacity_;
   std::vector<Flow> flows_;
+  std::vector<int> free_slots_;  // finished flows' slots, reused so the list stays short
   int active_ = 0;
 };
 
