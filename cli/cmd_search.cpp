@@ -76,7 +76,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
   static std::string tp, pp, cp, ep, etp, vpp, mbs, zero, recompute, schedule, sp = "auto";
   static std::string objective = "step_time", framework = "megatron", csv, out, precision = "bf16";
   static int64_t gbs = 0, gbs_tokens = 0, seq = 2048;
-  static int top = 10, threads = 0;
+  static int top = 10, threads = 0, refine = 0;
   static double margin = 0.10;
   static bool cross_node_tp = false, json = false;
   add_spec_options(*cmd, spec);
@@ -123,6 +123,8 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::IsMember(framework_names()))
       ->capture_default_str();
   cmd->add_flag("--allow-cross-node-tp", cross_node_tp, "Allow TP beyond the NVLink domain");
+  cmd->add_option("--refine", refine, "Re-rank the best K plans with the discrete-event simulator")
+      ->check(CLI::Range(0, 10000));
   cmd->add_option("--threads", threads, "Search threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_flag("--json", json, "Machine-readable output");
@@ -218,6 +220,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     AnalyticEvaluator evaluator;
     SearchResult r = search(model, cluster, w, space, opt, evaluator);
     if (drew) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
+    if (refine > 0) refine_top(r, model, cluster, w, opt, DesEvaluator{}, refine);
 
     std::string text;
     auto o = std::back_inserter(text);
@@ -229,6 +232,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       j["workload"] = {{"seq", w.seq_len}, {"gbs", w.global_batch}, {"precision", precision}};
       j["objective"] = objective;
       j["evaluator"] = evaluator.name();
+      j["refined_with_des"] = refine;
       j["framework"] = framework;
       j["stats"] = {{"enumerated", r.enumerated}, {"evaluated", r.evaluated},
                     {"feasible", r.feasible},     {"exhausted", r.exhausted},

@@ -28,4 +28,13 @@ class AnalyticEvaluator final : public IEvaluator {
                     const Plan& p) const override;
 };
 
+// The discrete-event simulator (simulator/des): the schedule's timeline instead of the closed
+// form; plans whose schedule it does not order are estimated in closed form.
+class DesEvaluator final : public IEvaluator {
+ public:
+  const char* name() const override { return "des"; }
+  Estimate evaluate(const ModelSpec& m, const Cluster& c, const Workload& w,
+                    const Plan& p) const override;
+};
+
 }  // namespace dtplan

@@ -354,4 +354,15 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
   return result;
 }
 
+void refine_top(SearchResult& r, const ModelSpec& m, const Cluster& c, const Workload& w,
+                const SearchOptions& opt, const IEvaluator& precise, int k) {
+  const size_t n = std::min(r.top.size(), static_cast<size_t>(std::max(0, k)));
+  for (size_t i = 0; i < n; ++i) {
+    Candidate& cand = r.top[i];
+    cand.estimate = precise.evaluate(m, c, w, cand.plan);
+    cand.objective = objective_of(cand.estimate, opt.objective, c);
+  }
+  std::sort(r.top.begin(), r.top.begin() + static_cast<std::ptrdiff_t>(n), better);
+}
+
 }  // namespace dtplan

@@ -83,4 +83,9 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
                     const SearchSpace& space, const SearchOptions& opt,
                     const IEvaluator& evaluator);
 
+// Re-evaluates the first `k` ranked plans with another evaluator (e.g. the simulator) and
+// re-ranks them by the same objective; the rest keep their places after them.
+void refine_top(SearchResult& r, const ModelSpec& m, const Cluster& c, const Workload& w,
+                const SearchOptions& opt, const IEvaluator& precise, int k);
+
 }  // namespace dtplan

@@ -133,3 +133,42 @@ TEST(Search, AgreesWithBruteForce) {
 
 }  // namespace
 }  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+TEST(Search, RefineReRanksTheTopWithTheSimulator) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const Cluster c = load_cluster("dgx-a100-80g", 256);
+  Workload w;
+  w.seq_len = 2048;
+  w.global_batch = 512;
+  SearchOptions opt;
+  opt.top_k = 6;
+  SearchSpace space;
+  space.schedules = {"1f1b", "interleaved"};
+  SearchResult r = search(m, c, w, space, opt, AnalyticEvaluator{});
+  ASSERT_EQ(r.top.size(), 6u);
+  std::vector<std::string> before;
+  for (const auto& cand : r.top) before.push_back(cand.plan.describe());
+  refine_top(r, m, c, w, opt, DesEvaluator{}, 4);
+  DesEvaluator des;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_DOUBLE_EQ(r.top[i].estimate.step_time_s,
+                     des.evaluate(m, c, w, r.top[i].plan).step_time_s);
+    if (i > 0) {
+      EXPECT_LE(r.top[i - 1].objective, r.top[i].objective);
+    }
+  }
+  // The same four plans, possibly reordered; the rest untouched.
+  std::vector<std::string> first4;
+  for (size_t i = 0; i < 4; ++i) first4.push_back(r.top[i].plan.describe());
+  std::sort(first4.begin(), first4.end());
+  std::vector<std::string> was(before.begin(), before.begin() + 4);
+  std::sort(was.begin(), was.end());
+  EXPECT_EQ(first4, was);
+  EXPECT_EQ(r.top[4].plan.describe(), before[4]);
+}
+
+}  // namespace
+}  // namespace dtplan
