@@ -28,7 +28,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
 // and micro-batch (all of the rank's chunks), compute time without point-to-point transfers.
 struct PipelineDetail {
   std::vector<double> f, b, w;
-  double p2p_s = 0;       // one activation send between neighbouring ranks
+  double p2p_s = 0;  // one activation send between neighbouring ranks
   double p2p_bytes = 0;
   double pipeline_s = 0;  // the closed form's pipeline time (compute + bubble + sends)
 };
