@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "core/atomic_file.h"
 #include "core/catalog.h"
 #include "core/error.h"
@@ -166,12 +167,7 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       fmt::format_to(o, "assumed for every case: {} attention, gradient reduce {}overlapped\n",
                      attention, overlap ? "" : "not ");
     }
-    if (out.empty())
-      fmt::print("{}", text);
-    else {
-      write_file_atomic(out, text);
-      fmt::print(stderr, "wrote {}\n", out);
-    }
+    write_output(text, out);
     ctx.exit_code = 0;
   });
 }

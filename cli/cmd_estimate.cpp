@@ -59,9 +59,7 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
     }
     std::vector<Violation> violations;
     Resolved r = resolve(spec, plan, violations);
-    if (!violations.empty()) {
-      for (const auto& v : violations)
-        fmt::print(stderr, "dtplan: error: {}: {}\n", v.flag, v.reason);
+    if (report_violations(violations)) {
       ctx.exit_code = 2;
       return;
     }
@@ -71,12 +69,7 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
     Estimate e = estimate(r.model, r.cluster, r.workload, r.plan, opt);
     std::string text =
         json ? estimate_to_json(r, e, opt.flops).dump(2) + "\n" : estimate_to_text(r, e, opt.flops);
-    if (out.empty())
-      fmt::print("{}", text);
-    else {
-      write_file_atomic(out, text);
-      fmt::print(stderr, "wrote {}\n", out);
-    }
+    write_output(text, out);
     ctx.exit_code = 0;
   });
 }

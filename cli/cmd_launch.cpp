@@ -104,9 +104,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
                             cmd->count("--cluster") + cmd->count("--gpus") > 0);
     std::vector<Violation> violations;
     Resolved r = resolve(spec, plan, violations);
-    if (!violations.empty()) {
-      for (const auto& v : violations)
-        fmt::print(stderr, "dtplan: error: {}: {}\n", v.flag, v.reason);
+    if (report_violations(violations)) {
       ctx.exit_code = 2;
       return;
     }

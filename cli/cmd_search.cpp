@@ -323,12 +323,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       write_file_atomic(csv, c);
       fmt::print(stderr, "wrote {}\n", csv);
     }
-    if (out.empty())
-      fmt::print("{}", text);
-    else {
-      write_file_atomic(out, text);
-      fmt::print(stderr, "wrote {}\n", out);
-    }
+    write_output(text, out);
     ctx.exit_code = r.top.empty() ? 2 : 0;
   });
 }

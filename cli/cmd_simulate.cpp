@@ -28,9 +28,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   cmd->callback([&ctx] {
     std::vector<Violation> violations;
     Resolved r = resolve(spec, plan, violations);
-    if (!violations.empty()) {
-      for (const auto& v : violations)
-        fmt::print(stderr, "dtplan: error: {}: {}\n", v.flag, v.reason);
+    if (report_violations(violations)) {
       ctx.exit_code = 2;
       return;
     }

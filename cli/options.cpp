@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/atomic_file.h"
 #include "simulator/analytic/estimator.h"
 
 namespace dtplan::cli {
@@ -97,6 +98,20 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
   app.add_option("--train-tokens", o.train_tokens, "Training tokens, for time-to-train")
       ->check(CLI::Range(0.0, 1e18))
       ->group(g);
+}
+
+bool report_violations(const std::vector<Violation>& violations) {
+  for (const auto& v : violations) fmt::print(stderr, "dtplan: error: {}: {}\n", v.flag, v.reason);
+  return !violations.empty();
+}
+
+void write_output(const std::string& text, const std::string& out) {
+  if (out.empty()) {
+    fmt::print("{}", text);
+    return;
+  }
+  write_file_atomic(out, text);
+  fmt::print(stderr, "wrote {}\n", out);
 }
 
 Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violation>& violations) {

@@ -52,6 +52,12 @@ struct Resolved {
   Plan plan;
 };
 
+// Prints each violation as "dtplan: error: FLAG: reason"; true when there were any.
+bool report_violations(const std::vector<Violation>& violations);
+
+// Prints `text` to stdout, or writes it atomically to `out` and says so on stderr.
+void write_output(const std::string& text, const std::string& out);
+
 // Loads the model and cluster and builds the workload and plan; throws InputError. Plan
 // violations are returned in `violations` (empty = valid).
 Resolved resolve(const SpecOptions& s, const PlanOptions& p, std::vector<Violation>& violations);
