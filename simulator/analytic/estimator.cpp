@@ -62,6 +62,8 @@ struct LayerCost {
   std::array<double, kCommDims> exposed_r{};  // communication re-run by recomputation
   std::array<double, kCommDims> volume{};     // bytes sent per rank per micro-batch
   std::array<double, kCommDims> comm_time{};
+  // Forward-only parts, which full recomputation sends again.
+  std::array<double, kCommDims> volume_fwd{}, comm_time_fwd{};
 };
 
 double sent_bytes(const Op& o) {
@@ -128,6 +130,10 @@ LayerCost cost_ops(const List& ops, const HardwareProfile& hw, const ComputeCost
     comm_t[static_cast<size_t>(i)] = t;
     lc.volume[d] += sent_bytes(o);
     lc.comm_time[d] += t;
+    if (fwd) {
+      lc.volume_fwd[d] += sent_bytes(o);
+      lc.comm_time_fwd[d] += t;
+    }
     const bool overlapped = o.overlappable || (o.dim == CommDim::kTP && p.tp_comm_overlap);
     if (overlapped) {
       (fwd ? hidden_f : hidden_b) += t;
@@ -536,8 +542,9 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     for (int d = 0; d < kCommDims; ++d) {
       e.comm_volume_bytes[d] = mb * (l.dense * dense.volume[d] + l.moe * moe.volume[d]);
       e.comm_time_s[d] = mb * (l.dense * dense.comm_time[d] + l.moe * moe.comm_time[d]);
-      if (p.recompute == Recompute::kFull && d != static_cast<int>(CommDim::kDP)) {
-        e.comm_volume_bytes[d] *= 1.0;  // recompute repeats forward comm; counted in time only
+      if (p.recompute == Recompute::kFull) {  // the recomputed forward sends again
+        e.comm_volume_bytes[d] += mb * (l.dense * dense.volume_fwd[d] + l.moe * moe.volume_fwd[d]);
+        e.comm_time_s[d] += mb * (l.dense * dense.comm_time_fwd[d] + l.moe * moe.comm_time_fwd[d]);
       }
     }
     if (pp > 1) {

@@ -47,11 +47,9 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   // Replace the closed-form pipeline by the simulated one; keep DP and optimizer.
   Estimate& e = r.estimate;
   const double rest = e.step_time_s - d.pipeline_s;
-  const double busiest = *std::max_element(sim.busy_s.begin(), sim.busy_s.end());
   e.step_time_s = sim.makespan_s + rest;
   // Everything the breakdown does not attribute otherwise is the simulated bubble, so the
   // breakdown still sums to the step time.
-  (void)busiest;
   e.bubble_s = std::max(0.0, e.step_time_s - (e.compute_s + e.recompute_s + e.overhead_s +
                                               e.optimizer_s + e.exposed_comm_total_s()));
   const double scale = r.analytic_step_s / e.step_time_s;

@@ -75,6 +75,7 @@ TEST(Estimator, UtilizationBoundedAndExposedWithinTotal) {
         const int dp = 256 / (tp * pp);
         Plan p = plan(tp, pp, dp);
         p.gbs = 512;
+        p.recompute = (tp / 2 + pp / 4) % 2 ? Recompute::kFull : Recompute::kSelective;
         s.work.global_batch = 512;
         if (!validate_plan(s.model, 256, s.work, p).empty()) continue;
         Estimate e = estimate(s.model, s.cluster, s.work, p);
