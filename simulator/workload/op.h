@@ -56,6 +56,7 @@ struct Op {
   bool recompute = false;     // part of activation recomputation (executed before the backward)
   bool selective = false;     // recomputed under selective recompute (the attention core)
   bool overlappable = false;  // a collective that may hide behind independent compute
+  bool has_weights = false;   // a GEMM with a weight operand (so it has a weight-gradient GEMM)
 
   double gemm_flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
 };

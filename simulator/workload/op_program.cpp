@@ -101,7 +101,7 @@ struct Builder {
     o.k = K;
     o.count = count;
     o.selective = selective;
-    o.overlappable = weights;  // reused below: "has weights" (a weight-gradient GEMM exists)
+    o.has_weights = weights;
     fwd.push(o);
   }
   void elementwise(const char* name, double bytes, bool selective = false, int kernels = 1) {
@@ -222,10 +222,9 @@ void attention_block(Builder& b, int64_t T, double Tn) {
   b.gemm("attn_out", T, m.hidden, heads_local * v_head);
   tp_exit(b, full);
   b.elementwise("dropout_residual", Tn * h * (3 * ab + 1), false, 2);
-  (void)qkv_n;
 }
 
-void dense_mlp(Builder& b, int64_t T, double Tn, int64_t width, const char* fc1, const char* fc2) {
+void dense_mlp(Builder& b, int64_t T, int64_t width, const char* fc1, const char* fc2) {
   const ModelSpec& m = b.m;
   const double ab = b.act_bytes();
   const int64_t f_local = width / b.p.tp;
@@ -233,7 +232,6 @@ void dense_mlp(Builder& b, int64_t T, double Tn, int64_t width, const char* fc1,
   b.gemm(fc1, T, gate * f_local, m.hidden);
   b.elementwise("activation", static_cast<double>(T) * f_local * (gate + 1) * ab);
   b.gemm(fc2, T, m.hidden, f_local);
-  (void)Tn;
 }
 
 void mlp_block(Builder& b, int64_t T, double Tn, bool moe) {
@@ -245,7 +243,7 @@ void mlp_block(Builder& b, int64_t T, double Tn, bool moe) {
   b.elementwise("post_attn_norm", Tn * h * 2 * ab);
   if (!moe) {
     tp_enter(b, full);
-    dense_mlp(b, T, Tn, m.ffn_hidden, "fc1", "fc2");
+    dense_mlp(b, T, m.ffn_hidden, "fc1", "fc2");
     tp_exit(b, full);
   } else {
     const MoeSpec& e = *m.moe;
@@ -272,7 +270,7 @@ void mlp_block(Builder& b, int64_t T, double Tn, bool moe) {
     b.elementwise("unpermute", pairs * h * 2 * ab, false, 2);
     if (e.shared_experts > 0) {
       tp_enter(b, full);
-      dense_mlp(b, T, Tn, e.shared_ffn_hidden * e.shared_experts, "shared_fc1", "shared_fc2");
+      dense_mlp(b, T, e.shared_ffn_hidden * e.shared_experts, "shared_fc1", "shared_fc2");
       tp_exit(b, full);
     }
   }
@@ -286,15 +284,13 @@ void emit_with_backward(const LayerOps& fwd, bool sp, LayerOps& out) {
     Op f = fwd[i];
     switch (f.kind) {
       case OpKind::kGemm: {
-        const bool has_weights = f.overlappable;
+        const bool has_weights = f.has_weights;
         Op dgrad = f;
         dgrad.pass = Pass::kBackwardInput;
         dgrad.n = f.k;
         dgrad.k = f.n;
-        dgrad.overlappable = false;
         out.push(dgrad);
         Op second = f;
-        second.overlappable = false;
         if (has_weights) {
           second.pass = Pass::kBackwardWeight;
           second.m = f.k;
