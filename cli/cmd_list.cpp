@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "calibrate/i_backend.h"
 #include "cli/commands.h"
 #include "core/catalog.h"
 #include "core/registry.h"
@@ -14,9 +15,10 @@ namespace dtplan::cli {
 void register_list(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand("list", "List the model zoo or the hardware profiles");
   static std::string what;
-  cmd->add_option("what", what, "models | profiles | schedules | collectives | emitters")
+  cmd->add_option("what", what, "models | profiles | schedules | collectives | emitters | backends")
       ->required()
-      ->check(CLI::IsMember({"models", "profiles", "schedules", "collectives", "emitters"}));
+      ->check(CLI::IsMember(
+          {"models", "profiles", "schedules", "collectives", "emitters", "backends"}));
   cmd->callback([&ctx] {
     if (what == "models") {
       fmt::print("{:<18} {:>6} {:>7} {:>5} {:>6} {:>9} {:>9}  {}\n", "name", "layers", "hidden",
@@ -33,6 +35,9 @@ void register_list(CLI::App& app, CommandContext& ctx) {
         fmt::print("{:<14} {}\n", e.name, e.description);
     } else if (what == "emitters") {
       for (const auto& e : Registry<IEmitter>::global().entries())
+        fmt::print("{:<14} {}\n", e.name, e.description);
+    } else if (what == "backends") {
+      for (const auto& e : Registry<calibrate::ICalibrationBackend>::global().entries())
         fmt::print("{:<14} {}\n", e.name, e.description);
     } else if (what == "collectives") {
       for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries())

@@ -20,5 +20,6 @@ void register_accuracy(CLI::App& app, CommandContext& ctx);
 void register_search(CLI::App& app, CommandContext& ctx);
 void register_launch(CLI::App& app, CommandContext& ctx);
 void register_simulate(CLI::App& app, CommandContext& ctx);
+void register_calibrate(CLI::App& app, CommandContext& ctx);
 
 }  // namespace dtplan::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   dtplan::cli::register_search(app, ctx);
   dtplan::cli::register_launch(app, ctx);
   dtplan::cli::register_simulate(app, ctx);
+  dtplan::cli::register_calibrate(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

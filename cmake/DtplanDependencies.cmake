@@ -5,6 +5,12 @@ find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Boost 1.74 REQUIRED)        # Boost.Graph is header-only
 find_package(Threads REQUIRED)
+# OpenBLAS: the cpu calibration backend's GEMM (libopenblas-dev).
+find_library(DTPLAN_OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-pthread)
+find_path(DTPLAN_OPENBLAS_INCLUDE openblas-pthread/cblas.h PATHS /usr/include/x86_64-linux-gnu)
+if(NOT DTPLAN_OPENBLAS_LIBRARY OR NOT DTPLAN_OPENBLAS_INCLUDE)
+  message(FATAL_ERROR "OpenBLAS not found (apt-get install libopenblas-dev; scripts/setup-debian.sh)")
+endif()
 
 # CUDA: AUTO builds the CUDA calibration backend when the toolkit and NCCL are found.
 set(DTPLAN_HAVE_CUDA OFF)

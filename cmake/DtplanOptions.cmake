@@ -20,6 +20,7 @@ endfunction()
 # dtplan_link_plugins(TARGET): link every plug-in object (schedules, collective algorithms,
 # emitters, backends) into an executable so their self-registrations are kept.
 function(dtplan_link_plugins target)
-  target_link_libraries(${target} PRIVATE dtplan_sim_plugins dtplan_planner_plugins dtplan_planner
+  target_link_libraries(${target} PRIVATE dtplan_sim_plugins dtplan_planner_plugins
+                                          dtplan_calibrate_plugins dtplan_calibrate dtplan_planner
                                           dtplan_sim)
 endfunction()

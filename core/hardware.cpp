@@ -66,6 +66,91 @@ const char* to_string(CommScope s) {
   return s == CommScope::kInterNode ? "inter_node" : "intra_node";
 }
 
+static CollectiveOp read_op(YamlMap& t) {
+  const std::vector<std::string> ops = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                        "send_recv"};
+  auto op = t.get_enum("op", ops);
+  return static_cast<CollectiveOp>(std::find(ops.begin(), ops.end(), op) - ops.begin());
+}
+
+static CommScope read_scope(YamlMap& t) {
+  return t.get_enum("scope", {"intra_node", "inter_node"}) == "inter_node" ? CommScope::kInterNode
+                                                                           : CommScope::kIntraNode;
+}
+
+static YAML::Node list_child(YamlMap& m, std::string_view key, const std::string& file) {
+  YAML::Node n = m.child(key);
+  if (n.IsDefined() && !n.IsNull() && !n.IsSequence())
+    throw InputError(location_of(n, file), m.field(key), "expected a list");
+  return n;
+}
+
+// calibration.fits: the curves `dtplan calibrate` fitted (docs/file-formats.md).
+static void read_fits(YamlMap& fits, const std::string& file, Calibration& cal) {
+  YAML::Node gemm = list_child(fits, "gemm", file);
+  size_t i = 0;
+  if (gemm.IsSequence()) {
+    for (const auto& item : gemm) {
+      YamlMap g(item, file, fmt::format("calibration.fits.gemm[{}]", i++));
+      GemmFit f;
+      auto prec = g.get_string("precision");
+      auto p = parse_precision(prec);
+      if (!p) g.fail("precision", fmt::format("unknown precision '{}'", prec));
+      f.precision = *p;
+      f.max_fraction = g.get_double("max_fraction", 0);
+      f.half_saturation_gflop = g.get_double("half_saturation_gflop", 0, true);
+      f.min_gflop = g.get_double("min_gflop", 0, true);
+      f.max_gflop = g.get_double("max_gflop", 0, true);
+      f.r2 = g.get_double("r2", -1e9, true);
+      f.max_rel_residual = g.get_double("max_rel_residual", 0, true);
+      f.points = static_cast<int>(g.get_int("points", 1));
+      g.finish();
+      cal.gemm_fits.push_back(f);
+    }
+  }
+  YAML::Node coll = list_child(fits, "collectives", file);
+  i = 0;
+  if (coll.IsSequence()) {
+    for (const auto& item : coll) {
+      YamlMap t(item, file, fmt::format("calibration.fits.collectives[{}]", i++));
+      CollectiveFit f;
+      f.op = read_op(t);
+      f.scope = read_scope(t);
+      f.group_size = static_cast<int>(t.get_int("group_size", 1));
+      f.r2 = t.get_double("r2", -1e9, true);
+      f.max_rel_residual = t.get_double("max_rel_residual", 0, true);
+      f.points = static_cast<int>(t.get_int("points", 1));
+      YAML::Node segs = list_child(t, "segments", file);
+      if (!segs.IsSequence() || segs.size() == 0)
+        t.fail("segments",
+               "expected a non-empty list of {min_bytes, max_bytes, alpha_us, bw_gbps}");
+      size_t j = 0;
+      for (const auto& sn : segs) {
+        YamlMap s(sn, file, fmt::format("{}.segments[{}]", t.field("segments").c_str(), j++));
+        AlphaBetaSegment seg;
+        seg.min_bytes = s.get_double("min_bytes", 0);
+        seg.max_bytes = s.get_double("max_bytes", seg.min_bytes, true);
+        seg.alpha_us =
+            s.get_double("alpha_us", -1e12, true);  // intercept; < 0 past the first regime
+        seg.bw_gbps = s.get_double("bw_gbps", 0);
+        s.finish();
+        f.segments.push_back(seg);
+      }
+      t.finish();
+      cal.collective_fits.push_back(std::move(f));
+    }
+  }
+  fits.finish();
+}
+
+double CollectiveFit::predict_s(double bytes) const {
+  if (segments.empty()) return 0;
+  const AlphaBetaSegment* s = &segments.front();
+  for (const auto& seg : segments)
+    if (bytes >= seg.min_bytes) s = &seg;
+  return s->alpha_us * 1e-6 + bytes / (s->bw_gbps * 1e9);
+}
+
 static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::string& file) {
   YamlMap y(root, file, "");
   HardwareProfile hw;
@@ -232,6 +317,7 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
         hw.calibration.collectives.push_back(std::move(tab));
       }
     }
+    if (auto fits = c->opt_map("fits")) read_fits(*fits, file, hw.calibration);
     c->finish();
   }
   y.finish();

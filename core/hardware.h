@@ -89,10 +89,39 @@ struct CollectiveTable {
   std::vector<std::pair<double, double>> points;  // (message bytes, bus bandwidth GB/s), sorted
 };
 
+// Fitted curves (dtplan calibrate), with their goodness of fit and the range they hold in.
+// R^2 is computed on log time, so small and large sizes weigh alike.
+struct GemmFit {
+  Precision precision = Precision::kBf16;
+  double max_fraction = 0, half_saturation_gflop = 0;  // the EfficiencyParams model's two knobs
+  double min_gflop = 0, max_gflop = 0;                 // measured range
+  double r2 = 0, max_rel_residual = 0;
+  int points = 0;
+};
+
+// t = alpha + bytes / bandwidth on [min_bytes, max_bytes], where bytes is the nccl-tests size.
+struct AlphaBetaSegment {
+  double min_bytes = 0, max_bytes = 0;
+  double alpha_us = 0;
+  double bw_gbps = 0;  // algorithm bandwidth of the segment (1e9 bytes/s)
+};
+
+struct CollectiveFit {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  CommScope scope = CommScope::kIntraNode;
+  int group_size = 0;
+  std::vector<AlphaBetaSegment> segments;  // by increasing size
+  double r2 = 0, max_rel_residual = 0;
+  int points = 0;
+  double predict_s(double bytes) const;  // extrapolates with the first/last segment
+};
+
 struct Calibration {
   CalibrationProvenance provenance;
   std::vector<GemmMeasurement> gemm;
   std::vector<CollectiveTable> collectives;
+  std::vector<GemmFit> gemm_fits;
+  std::vector<CollectiveFit> collective_fits;
   bool empty() const { return gemm.empty() && collectives.empty(); }
 };
 

@@ -6,6 +6,7 @@ packages=(
   g++ cmake ninja-build make pkg-config python3 shellcheck clang-format
   libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev libboost-graph-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,233 @@
+#include "calibrate/driver.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <mutex>
+#include <thread>
+
+#include "calibrate/fit.h"
+#include "calibrate/journal.h"
+#include "calibrate/output.h"
+#include "calibrate/process_group.h"
+#include "core/atomic_file.h"
+#include "core/catalog.h"
+#include "core/error.h"
+#include "core/registry.h"
+
+namespace dtplan::calibrate {
+
+namespace {
+
+// Aborts the whole run when one task does not finish in time (a hung collective): names the
+// task, releases the backend (ncclCommAbort) and ends every rank.
+class Watchdog {
+ public:
+  Watchdog(double timeout_s, const ProcessGroup& world, ICalibrationSession& session)
+      : timeout_(timeout_s), world_(world), session_(session), thread_([this] { loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void arm(std::string what) {
+    std::lock_guard<std::mutex> l(mu_);
+    what_ = std::move(what);
+    deadline_ = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(timeout_));
+    armed_ = true;
+    cv_.notify_all();
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> l(mu_);
+    armed_ = false;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+      if (!armed_) {
+        cv_.wait(l);
+        continue;
+      }
+      if (cv_.wait_until(l, deadline_) == std::cv_status::timeout && armed_ && !stop_ &&
+          std::chrono::steady_clock::now() >= deadline_) {
+        std::fprintf(stderr,
+                     "dtplan: error: %s: %s did not complete within %g s (watchdog, "
+                     "--timeout-s); aborting the calibration. Measurements so far are in the "
+                     "journal; rerun with --resume.\n",
+                     world_.where().c_str(), what_.c_str(), timeout_);
+        session_.abort_hung();
+        world_.abort(3);
+      }
+    }
+  }
+  double timeout_;
+  const ProcessGroup& world_;
+  ICalibrationSession& session_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false, stop_ = false;
+  std::string what_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::thread thread_;
+};
+
+std::string describe(const Task& t) {
+  if (t.kind == TaskKind::kGemm)
+    return fmt::format("GEMM {} {} x {} x {}", to_string(t.precision), t.m, t.n, t.k);
+  return fmt::format("{} of {} bytes in a {} group of {} rank(s)", to_string(t.op), t.bytes,
+                     to_string(t.scope), t.group_size);
+}
+
+std::string utc_date() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string replace_extension(const std::string& path, const std::string& ext) {
+  const size_t slash = path.find_last_of('/');
+  const size_t dot = path.find_last_of('.');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash))
+    return path.substr(0, dot) + ext;
+  return path + ext;
+}
+
+}  // namespace
+
+int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
+  const ICalibrationBackend* backend = Registry<ICalibrationBackend>::global().find(o.backend);
+  if (!backend)
+    throw InputError(
+        SourceLocation{}, "--backend",
+        fmt::format("unknown backend '{}'{}", o.backend,
+                    did_you_mean(o.backend, Registry<ICalibrationBackend>::global().names())));
+  const std::string base_path = resolve_profile_path(o.profile);
+  const HardwareProfile base = load_profile_file(base_path);
+  auto session = backend->open(o.backend_options, world);
+  Environment env = session->environment();
+  // Every rank must build the same sweep: take the smallest buffer any rank may allocate.
+  env.max_collective_bytes =
+      static_cast<int64_t>(-world.max(-static_cast<double>(env.max_collective_bytes)));
+
+  std::vector<Task> tasks = session->recorded_tasks();
+  if (tasks.empty()) tasks = standard_sweep(o.sweep, env, world);
+  if (tasks.empty())
+    throw InputError(SourceLocation{}, "--ops",
+                     "nothing to measure: the selected operations need more ranks, sizes or "
+                     "precisions than this run has");
+
+  const std::string journal_path = o.journal.empty() ? o.out + ".journal" : o.journal;
+  const std::string summary_path = o.summary.empty() ? replace_extension(o.out, ".md") : o.summary;
+  std::unique_ptr<Journal> journal;
+  std::string done(tasks.size(), '0');
+  if (world.is_root()) {
+    journal = std::make_unique<Journal>(
+        journal_path,
+        fmt::format("backend={} ranks={} {}", o.backend, world.size(), o.sweep.signature()),
+        o.resume);
+    if (journal->torn_bytes() > 0)
+      fmt::print(stderr,
+                 "dtplan: note: cut {} bytes of a measurement torn by the interrupted run\n",
+                 journal->torn_bytes());
+    for (size_t i = 0; i < tasks.size(); ++i)
+      if (journal->has(tasks[i].key())) done[i] = '1';
+  }
+  done = world.broadcast(done);
+  const size_t reused = static_cast<size_t>(std::count(done.begin(), done.end(), '1'));
+  if (world.is_root())
+    fmt::print(stderr, "dtplan calibrate: {} task(s) on {} rank(s), {} host(s); {} already in {}\n",
+               tasks.size(), world.size(), world.nodes(), reused, journal_path);
+
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  {
+    Watchdog dog(o.timeout_s, world, *session);
+    size_t measured = 0, todo = tasks.size() - reused;
+    auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (done[i] == '1') continue;
+      dog.arm(describe(tasks[i]));
+      Measurement m = session->measure(tasks[i]);
+      dog.disarm();
+      ++measured;
+      if (world.is_root()) {
+        journal->append(m);
+        if (o.progress && (tty || measured == todo || measured % 25 == 0)) {
+          const double el =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          fmt::print(stderr, "{}[{}/{}] {} ({:.0f} s elapsed){}", tty ? "\r\033[K" : "", measured,
+                     todo, describe(tasks[i]), el, tty && measured < todo ? "" : "\n");
+        }
+      }
+    }
+  }
+  world.quiet_barrier();
+  if (!world.is_root()) return 0;
+
+  CalibrationResult r;
+  r.backend = o.backend;
+  r.date = utc_date();
+  r.env = env;
+  r.ranks = world.size();
+  r.hosts = world.nodes();
+  // Measurements in sweep order: the journal's (earlier runs and this one).
+  Journal final_view(
+      journal_path,
+      fmt::format("backend={} ranks={} {}", o.backend, world.size(), o.sweep.signature()), true);
+  for (const auto& t : tasks)
+    for (const auto& m : final_view.existing())
+      if (m.task.key() == t.key()) {
+        r.measurements.push_back(m);
+        break;
+      }
+  // GEMM: the profile's parameters come from its own precision if measured, else the first.
+  std::vector<Precision> precs;
+  for (const auto& m : r.measurements)
+    if (m.task.kind == TaskKind::kGemm &&
+        std::find(precs.begin(), precs.end(), m.task.precision) == precs.end())
+      precs.push_back(m.task.precision);
+  auto it = std::find(precs.begin(), precs.end(), Precision::kBf16);
+  if (it != precs.end()) std::rotate(precs.begin(), it, it + 1);
+  if (!precs.empty()) {
+    GemmFit primary = fit_gemm(r.measurements, base, precs.front());
+    r.gemm_fits.push_back(primary);
+    for (size_t i = 1; i < precs.size(); ++i)
+      r.gemm_fits.push_back(fit_gemm(r.measurements, base, precs[i]));
+  }
+  r.collective_fits = fit_collectives(r.measurements);
+
+  write_file_atomic(o.out, calibrated_profile_yaml(base_path, base, r));
+  // The written profile must load as any other (a failure here is a bug, reported as such).
+  HardwareProfile check = load_profile_file(o.out);
+  write_file_atomic(summary_path, calibration_summary_markdown(base, r, o.out));
+  fmt::print(
+      "calibrated profile: {}\nsummary: {}\njournal: {} ({} measurements, {} from earlier "
+      "runs)\n",
+      o.out, summary_path, journal_path, r.measurements.size(), reused);
+  for (const auto& g : r.gemm_fits)
+    fmt::print(
+        "gemm {}: max_fraction {:.3f}, half_saturation {:.3g} GFLOP, R^2 {:.4f}, max "
+        "residual {:.1f}% over {} shapes\n",
+        to_string(g.precision), g.max_fraction, g.half_saturation_gflop, g.r2,
+        100 * g.max_rel_residual, g.points);
+  for (const auto& c : r.collective_fits)
+    fmt::print("{} {} n{}: {} regime(s), R^2 {:.4f}, max residual {:.1f}% over {} sizes\n",
+               to_string(c.op), to_string(c.scope), c.group_size, c.segments.size(), c.r2,
+               100 * c.max_rel_residual, c.points);
+  (void)check;
+  return 0;
+}
+
+}  // namespace dtplan::calibrate

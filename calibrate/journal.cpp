@@ -1,0 +1,162 @@
+#include "calibrate/journal.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace dtplan::calibrate {
+
+using nlohmann::json;
+
+std::string to_json_line(const Measurement& m) {
+  json j;
+  const Task& t = m.task;
+  if (t.kind == TaskKind::kGemm) {
+    j = {{"kind", "gemm"},
+         {"precision", to_string(t.precision)},
+         {"m", t.m},
+         {"n", t.n},
+         {"k", t.k},
+         {"time_s", m.time_s},
+         {"tflops", m.tflops()}};
+  } else {
+    j = {{"kind", "collective"},
+         {"op", to_string(t.op)},
+         {"scope", to_string(t.scope)},
+         {"group_size", t.group_size},
+         {"bytes", t.bytes},
+         {"time_s", m.time_s},
+         {"algbw_gbps", m.algbw_gbps()},
+         {"busbw_gbps", m.busbw_gbps()},
+         {"algorithm", m.algorithm}};
+  }
+  return j.dump();
+}
+
+Measurement measurement_from_json_line(const std::string& line, const std::string& file,
+                                       int line_no) {
+  const SourceLocation loc{file, line_no, 1};
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::exception& e) {
+    throw InputError(loc, "", fmt::format("not a JSON measurement: {}", e.what()));
+  }
+  auto need = [&](const char* key) -> const json& {
+    if (!j.is_object() || !j.contains(key))
+      throw InputError(loc, key, "missing in this measurement");
+    return j.at(key);
+  };
+  Measurement m;
+  try {
+    const std::string kind = need("kind").get<std::string>();
+    if (kind == "gemm") {
+      m.task.kind = TaskKind::kGemm;
+      auto p = parse_precision(need("precision").get<std::string>());
+      if (!p) throw InputError(loc, "precision", "unknown precision");
+      m.task.precision = *p;
+      m.task.m = need("m").get<int64_t>();
+      m.task.n = need("n").get<int64_t>();
+      m.task.k = need("k").get<int64_t>();
+    } else if (kind == "collective") {
+      m.task.kind = TaskKind::kCollective;
+      if (!parse_collective_op(need("op").get<std::string>(), m.task.op))
+        throw InputError(loc, "op", "unknown collective");
+      if (!parse_scope(need("scope").get<std::string>(), m.task.scope))
+        throw InputError(loc, "scope", "expected intra_node or inter_node");
+      m.task.group_size = need("group_size").get<int>();
+      m.task.bytes = need("bytes").get<int64_t>();
+      if (j.contains("algorithm")) m.algorithm = j.at("algorithm").get<std::string>();
+    } else {
+      throw InputError(loc, "kind", fmt::format("expected gemm or collective, got '{}'", kind));
+    }
+    m.time_s = need("time_s").get<double>();
+  } catch (const json::exception& e) {
+    throw InputError(loc, "", fmt::format("wrong type in measurement: {}", e.what()));
+  }
+  if (!(m.time_s > 0)) throw InputError(loc, "time_s", "must be > 0");
+  return m;
+}
+
+Journal::Journal(const std::string& path, const std::string& run_signature, bool resume)
+    : path_(path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool exists = fs::exists(path, ec);
+  if (exists && !resume)
+    throw InputError(SourceLocation{path, 0, 0}, "--resume",
+                     "a calibration journal already exists here: pass --resume to continue that "
+                     "run, or remove the file to start over");
+  if (exists) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    // Everything after the last newline is a torn line from a kill mid-write: cut it off.
+    const size_t end = text.rfind('\n');
+    const size_t keep = end == std::string::npos ? 0 : end + 1;
+    torn_bytes_ = text.size() - keep;
+    std::istringstream lines(text.substr(0, keep));
+    std::string line;
+    int no = 0;
+    while (std::getline(lines, line)) {
+      ++no;
+      if (no == 1) {
+        json h;
+        try {
+          h = json::parse(line);
+        } catch (const json::exception&) {
+        }
+        if (!h.is_object() || !h.contains("dtplan_calibration_journal"))
+          throw InputError(SourceLocation{path, 1, 1}, "",
+                           "not a dtplan calibration journal (first line is not its header)");
+        const std::string was = h.value("run", "");
+        if (was != run_signature)
+          throw InputError(SourceLocation{path, 1, 1}, "--resume",
+                           fmt::format("this journal was written by a different run ({}); this "
+                                       "run is ({}): use the same flags, or another --journal",
+                                       was, run_signature));
+        continue;
+      }
+      Measurement m = measurement_from_json_line(line, path, no);
+      if (keys_.insert(m.task.key()).second) existing_.push_back(std::move(m));
+    }
+    // Only once the journal is known to be this run's: cut the torn tail.
+    if (torn_bytes_ > 0) fs::resize_file(path, keep, ec);
+  }
+  f_ = std::fopen(path.c_str(), "ab");
+  if (!f_)
+    throw InputError(SourceLocation{path, 0, 0}, "--journal",
+                     fmt::format("cannot open for appending: {}", std::strerror(errno)));
+  if (!exists || std::ftell(f_) == 0) {
+    const std::string header =
+        json{{"dtplan_calibration_journal", 1}, {"run", run_signature}}.dump() + "\n";
+    std::fputs(header.c_str(), f_);
+    std::fflush(f_);
+    ::fsync(::fileno(f_));
+  }
+}
+
+Journal::~Journal() {
+  if (f_) std::fclose(f_);
+}
+
+void Journal::append(const Measurement& m) {
+  const std::string line = to_json_line(m) + "\n";
+  if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0)
+    throw InputError(SourceLocation{path_, 0, 0}, "--journal",
+                     fmt::format("write failed: {}", std::strerror(errno)));
+  ::fsync(::fileno(f_));
+  keys_.insert(m.task.key());
+}
+
+}  // namespace dtplan::calibrate
