@@ -218,8 +218,11 @@ std::vector<AlphaBetaSegment> segmented(const std::vector<Point>& p, int k) {
   const size_t n = p.size();
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> cost(n, std::vector<double>(n, inf));
+  // A regime spans at least two sizes (when there are enough points): a single point is not a
+  // regime. fit_collectives caps k at a third of the points, so regimes average three sizes.
+  const size_t min_points = n >= 2 * static_cast<size_t>(k) ? 2 : 1;
   for (size_t i = 0; i < n; ++i)
-    for (size_t j = i; j < n; ++j) fit_segment(p, i, j, &cost[i][j]);
+    for (size_t j = i + min_points - 1; j < n; ++j) fit_segment(p, i, j, &cost[i][j]);
   // best[s][j]: points [0, j] in s+1 segments; from[s][j]: start of the last one.
   std::vector<std::vector<double>> best(static_cast<size_t>(k), std::vector<double>(n, inf));
   std::vector<std::vector<size_t>> from(static_cast<size_t>(k), std::vector<size_t>(n, 0));
@@ -255,7 +258,7 @@ std::vector<CollectiveFit> fit_collectives(const std::vector<Measurement>& measu
   for (auto& [key, pts] : groups) {
     std::sort(pts.begin(), pts.end(), [](const Point& a, const Point& b) { return a.x < b.x; });
     CollectiveFit best;
-    const int kmax = std::min<int>(max_segments, static_cast<int>(pts.size()));
+    const int kmax = std::max(1, std::min<int>(max_segments, static_cast<int>(pts.size()) / 3));
     for (int k = 1; k <= kmax; ++k) {
       CollectiveFit f;
       f.op = static_cast<CollectiveOp>(std::get<0>(key));

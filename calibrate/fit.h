@@ -2,7 +2,7 @@
 //  - GEMM: the performance model's two efficiency knobs (gemm_max_fraction,
 //    gemm_half_saturation_gflop; simulator/cost/compute_cost.h) by least squares on relative
 //    time residuals, predicting with the very ComputeCostModel the estimator uses;
-//  - collectives: t = alpha + bytes / bw per (op, scope, group size), in up to four size
+//  - collectives: t = alpha + bytes / bw per (op, scope, group size), in up to six size
 //    regimes (latency-bound, transitions such as cache or protocol changes, bandwidth-bound) found
 //    by segmented least squares.
 // Each fit reports R^2 (on log time) and its largest relative residual.
@@ -25,6 +25,6 @@ GemmFit gemm_quality(const std::vector<Measurement>& measurements, const Hardwar
 
 // One fit per (op, scope, group size) present in `measurements`, sorted.
 std::vector<CollectiveFit> fit_collectives(const std::vector<Measurement>& measurements,
-                                           int max_segments = 4, double target_rel_residual = 0.03);
+                                           int max_segments = 6, double target_rel_residual = 0.03);
 
 }  // namespace dtplan::calibrate

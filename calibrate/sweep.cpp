@@ -18,8 +18,9 @@ std::string SweepOptions::signature() const {
   for (const auto& o : ops) ops_s += (ops_s.empty() ? "" : ",") + o;
   std::string prec_s;
   for (auto p : precisions) prec_s += std::string(prec_s.empty() ? "" : ",") + to_string(p);
-  return fmt::format("quick={} ops={} sizes={}-{} max_gemm_gflop={} precisions={}", quick ? 1 : 0,
-                     ops_s.empty() ? "all" : ops_s, min_bytes, max_bytes, max_gemm_gflop,
+  return fmt::format("quick={} ops={} sizes={}-{}{} max_gemm_gflop={} precisions={}", quick ? 1 : 0,
+                     ops_s.empty() ? "all" : ops_s, min_bytes, max_bytes,
+                     sizes_given ? "" : "(default)", max_gemm_gflop,
                      prec_s.empty() ? "all" : prec_s);
 }
 
@@ -94,8 +95,11 @@ std::vector<Task> standard_sweep(const SweepOptions& o, const Environment& env,
     }
   }
   if (!env.collectives || env.max_collective_bytes <= 0) return tasks;
-  const int64_t max_bytes = std::min(o.max_bytes, env.max_collective_bytes);
-  const int64_t factor = o.quick ? 8 : 2;
+  // --quick keeps the size resolution (factor 2: regimes need points) but stops at 64 MiB
+  // unless --sizes says otherwise.
+  int64_t max_bytes = std::min(o.max_bytes, env.max_collective_bytes);
+  if (o.quick && !o.sizes_given) max_bytes = std::min<int64_t>(max_bytes, int64_t{64} << 20);
+  const int64_t factor = 2;
   std::vector<int64_t> sizes;
   for (int64_t b = o.min_bytes; b <= max_bytes; b *= factor) sizes.push_back(b);
   // Groups: (scope, size).

@@ -70,7 +70,10 @@ void register_calibrate(CLI::App& app, CommandContext& ctx) {
         }
       }
     }
-    if (!sizes.empty()) calibrate::parse_size_range(sizes, o.sweep.min_bytes, o.sweep.max_bytes);
+    if (!sizes.empty()) {
+      calibrate::parse_size_range(sizes, o.sweep.min_bytes, o.sweep.max_bytes);
+      o.sweep.sizes_given = true;
+    }
     o.sweep.precisions.clear();
     if (!precisions.empty()) {
       std::string cur;

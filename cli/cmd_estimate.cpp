@@ -7,6 +7,7 @@
 #include "cli/options.h"
 #include "core/atomic_file.h"
 #include "simulator/analytic/estimator.h"
+#include "simulator/cost/calibration_coverage.h"
 
 namespace dtplan::cli {
 
@@ -66,9 +67,26 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
     EstimatorOptions opt;
     opt.flops = convention == "full-attention" ? FlopsConvention::kFullAttention
                                                : FlopsConvention::kCausalHalf;
-    Estimate e = estimate(r.model, r.cluster, r.workload, r.plan, opt);
-    std::string text =
-        json ? estimate_to_json(r, e, opt.flops).dump(2) + "\n" : estimate_to_text(r, e, opt.flops);
+    CalibrationCoverage coverage;
+    Estimate e;
+    {
+      CoverageScope scope(coverage);
+      e = estimate(r.model, r.cluster, r.workload, r.plan, opt);
+    }
+    const std::vector<std::string> flags = coverage.warnings();
+    std::string text;
+    if (json) {
+      nlohmann::json j = estimate_to_json(r, e, opt.flops);
+      j["calibration_warnings"] = flags;
+      text = j.dump(2) + "\n";
+    } else {
+      text = estimate_to_text(r, e, opt.flops);
+      if (!flags.empty()) {
+        text += fmt::format("Calibration: {} input(s) outside the calibrated range of {}:\n",
+                            flags.size(), r.cluster.profile.name);
+        for (const auto& f : flags) text += "  - " + f + "\n";
+      }
+    }
     write_output(text, out);
     ctx.exit_code = 0;
   });

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/registry.h"
+#include "simulator/cost/calibration_coverage.h"
 #include "simulator/cost/i_collective_algorithm.h"
 
 namespace dtplan {
@@ -66,6 +67,7 @@ CollectiveCost collective_cost(const HardwareProfile& hw, CollectiveOp op, doubl
     if (t.group_size * 2 < g.size || t.group_size > 2 * g.size) continue;
     if (!best || std::abs(t.group_size - g.size) < std::abs(best->group_size - g.size)) best = &t;
   }
+  if (auto* cov = active_coverage()) cov->note_collective(hw, op, bytes, g, best);
   if (best) {
     const double f = op == CollectiveOp::kSendRecv ? 1.0 : busbw_factor(op, g.size);
     // Measured tables already include launch and synchronization costs.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "simulator/cost/calibration_coverage.h"
+
 namespace dtplan {
 
 static double ceil_div(double a, double b) { return std::ceil(a / b); }
@@ -35,8 +37,12 @@ double ComputeCostModel::gemm_s(int64_t m, int64_t n, int64_t k, int count) cons
   for (const auto& g : hw->calibration.gemm) {
     if (g.precision != precision) continue;
     auto close = [](int64_t a, int64_t b) { return std::abs(a - b) <= std::max(a, b) / 10; };
-    if (close(g.m, m) && close(g.n, n) && close(g.k, k)) return count * flops / (g.tflops * 1e12);
+    if (close(g.m, m) && close(g.n, n) && close(g.k, k)) {
+      if (auto* cov = active_coverage()) cov->note_gemm(*hw, precision, m, n, k, true);
+      return count * flops / (g.tflops * 1e12);
+    }
   }
+  if (auto* cov = active_coverage()) cov->note_gemm(*hw, precision, m, n, k, false);
   const double eff = gemm_efficiency(m, n, k, count);
   const double elem = bytes_per_element(precision);
   const double bytes =

@@ -15,6 +15,8 @@
 #include "calibrate/sweep.h"
 #include "core/catalog.h"
 #include "core/error.h"
+#include "simulator/analytic/estimator.h"
+#include "simulator/cost/calibration_coverage.h"
 #include "simulator/cost/compute_cost.h"
 
 namespace dtplan::calibrate {
@@ -155,6 +157,42 @@ TEST(Replay, SyntheticCsvRoundTripsThroughTheCalibratedProfile) {
   ASSERT_EQ(got.calibration.collectives.size(), 1u);
   EXPECT_FALSE(got.calibration.provenance.date.empty());
   EXPECT_TRUE(fs::exists(dir + "/cal.md"));
+
+  // An estimate on the calibrated profile flags what the calibration did not cover. GPT-3 at
+  // 16K tokens with TP 1 has GEMMs of 2 x 16384 x 49152 x 12288 = 19.8 TFLOP, above the
+  // synthetic grid's largest (2 x 16384 x 8192 x 12288 = 3.3 TFLOP); with TP 8 its all-reduce
+  // inside a node has no measured table (only a cross-node reduce-scatter was recorded).
+  Cluster c;
+  c.profile = got;
+  c.num_gpus = 8;
+  Workload w;
+  w.seq_len = 16384;
+  w.global_batch = 8;
+  Plan p;
+  p.tp = 8;
+  p.dp = 1;
+  p.sp = true;
+  p.recompute = Recompute::kFull;
+  Plan p1 = p;
+  p1.tp = 1;
+  p1.dp = 8;
+  CalibrationCoverage cov;
+  {
+    CoverageScope scope(cov);
+    (void)estimate(load_model("gpt3-175b"), c, w, p1, {});
+    (void)estimate(load_model("gpt3-175b"), c, w, p, {});
+  }
+  auto warnings = cov.warnings();
+  auto has = [&](const std::string& s) {
+    for (const auto& x : warnings)
+      if (x.find(s) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("outside the calibrated range")) << warnings.size();
+  EXPECT_TRUE(has("all_reduce intra_node group of 8: no measured table"));
+  CalibrationCoverage none;  // not active: nothing recorded
+  (void)estimate(load_model("gpt3-175b"), c, w, p, {});
+  EXPECT_TRUE(none.warnings().empty());
 }
 
 TEST(Replay, NcclTestsJsonYieldsTheBusBandwidthTheFileStates) {

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# dtplan calibrate under MPI on this host (cpu backend, 2 ranks), as the calibration issue asks:
+#  1. a quick run produces a profile whose fitted alpha-beta curves reproduce the run's own
+#     measurements within 10% (checked here independently: the segments are read from the
+#     profile and evaluated against the journal's times);
+#  2. a run killed mid-way (SIGKILL to the whole launcher process group) resumes with --resume,
+#     keeps every earlier measurement and duplicates none;
+#  3. a hung collective (one rank stalls, DTPLAN_CPU_BACKEND_STALL) is stopped by the watchdog
+#     with an error naming the operation, size, group, host and GPU.
+# Skips (77) when dtplan was built without MPI or mpirun is missing.
+set -euo pipefail
+dtplan=$1
+command -v mpirun >/dev/null || { echo "mpirun not found: skipped"; exit 77; }
+"$dtplan" calibrate --help >/dev/null
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Open MPI as root needs these; its shared-memory transport is what "intra-node" means here.
+# Leak checking is off for the MPI runs: Open MPI's own allocations are not ours to fix.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
+mpi=(mpirun -np 2 --oversubscribe --mca mpi_yield_when_idle 1)
+if ! "${mpi[@]}" "$dtplan" list backends >/dev/null 2>&1; then
+  echo "mpirun cannot start dtplan here: skipped"; exit 77
+fi
+
+echo "== 1. quick calibration under mpirun -np 2"
+start=$(date +%s)
+"${mpi[@]}" "$dtplan" calibrate --backend cpu --profile cpu-host --quick --out "$work/p.yaml" \
+  > "$work/run1.out" 2> "$work/run1.err" || { cat "$work/run1.err"; exit 1; }
+echo "   took $(( $(date +%s) - start )) s"
+cat "$work/run1.out"
+grep -q "on 2 rank(s)" "$work/run1.err" || { echo "FAIL: not 2 ranks"; cat "$work/run1.err"; exit 1; }
+"$dtplan" estimate --cluster "$work/p.yaml" --gpus 2 --model megatron-1.7b --tp 2 --gbs 8 \
+  --seq 512 > "$work/est.out" || { echo "FAIL: the calibrated profile does not estimate"; exit 1; }
+python3 - "$work/p.yaml" "$work/p.yaml.journal" <<'PY'
+import json, re, sys
+prof, journal = sys.argv[1], sys.argv[2]
+text = open(prof).read()
+fits = text[text.index("  fits:"):]
+curves = {}
+cur = None
+for line in fits.splitlines():
+    m = re.match(r"\s+- op: (\w+)", line)
+    if m: cur = {"op": m.group(1)}; continue
+    m = re.match(r"\s+(scope|group_size): (\S+)", line)
+    if m and cur is not None:
+        cur[m.group(1)] = m.group(2)
+        if "scope" in cur and "group_size" in cur:
+            curves[(cur["op"], cur["scope"], int(cur["group_size"]))] = cur.setdefault("segs", [])
+        continue
+    m = re.search(r"\{min_bytes: ([\d.e+]+), max_bytes: ([\d.e+]+), alpha_us: ([-\d.e+]+), bw_gbps: ([\d.e+]+)\}", line)
+    if m and cur is not None:
+        cur.setdefault("segs", []).append(tuple(float(x) for x in m.groups()))
+meas = [json.loads(l) for l in open(journal) if '"kind":"collective"' in l]
+assert meas, "no collective measurements in the journal"
+worst = 0.0
+for x in meas:
+    segs = curves[(x["op"], x["scope"], x["group_size"])]
+    seg = segs[0]
+    for s in segs:
+        if x["bytes"] >= s[0]: seg = s
+    pred = seg[2] * 1e-6 + x["bytes"] / (seg[3] * 1e9)
+    worst = max(worst, abs(pred - x["time_s"]) / x["time_s"])
+print(f"   {len(meas)} collective measurements, {len(curves)} fitted curves; worst |fit - measured| = {100*worst:.1f}%")
+if worst > 0.10:
+    sys.exit("FAIL: a fitted alpha-beta curve misses its own measurement by more than 10%")
+PY
+
+echo "== 2. kill mid-run, then --resume"
+stall_key="all_gather intra_node n2 4194304"
+# The launcher and both ranks in their own process group, so one kill ends them all.
+DTPLAN_CPU_BACKEND_STALL="$stall_key" setsid "${mpi[@]}" "$dtplan" calibrate --backend cpu \
+  --profile cpu-host --quick --out "$work/k.yaml" --timeout-s 600 > "$work/k.out" 2> "$work/k.err" &
+pid=$!
+for _ in $(seq 1 600); do
+  grep -q "stalls before" "$work/k.err" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "stalls before" "$work/k.err" || { echo "FAIL: the run never reached the stall"; cat "$work/k.err"; kill -9 -- -"$pid" || true; exit 1; }
+kill -9 -- -"$pid" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+[[ -f "$work/k.yaml" ]] && { echo "FAIL: a killed run left a profile behind"; exit 1; }
+before=$(wc -l < "$work/k.yaml.journal")
+cp "$work/k.yaml.journal" "$work/before.journal"
+# A kill can also land mid-write: leave a torn line for --resume to cut.
+printf '{"kind":"collective","op":"all_ga' >> "$work/k.yaml.journal"
+echo "   killed with $((before - 1)) measurements in the journal"
+if "${mpi[@]}" "$dtplan" calibrate --backend cpu --profile cpu-host --quick --out "$work/k.yaml" \
+     > /dev/null 2> "$work/norestart.err"; then
+  echo "FAIL: a second run without --resume overwrote the journal"; exit 1
+fi
+grep -q -- "--resume" "$work/norestart.err" || { echo "FAIL: the refusal does not name --resume"; cat "$work/norestart.err"; exit 1; }
+"${mpi[@]}" "$dtplan" calibrate --backend cpu --profile cpu-host --quick --out "$work/k.yaml" \
+  --resume > "$work/resume.out" 2> "$work/resume.err" || { cat "$work/resume.err"; exit 1; }
+grep -q "cut .* bytes of a measurement torn" "$work/resume.err" || { echo "FAIL: torn line not reported"; exit 1; }
+head -n "$before" "$work/k.yaml.journal" | cmp -s - "$work/before.journal" || { echo "FAIL: earlier measurements changed"; exit 1; }
+total=$(grep -c '"kind"' "$work/k.yaml.journal")
+expected=$(grep -c '"kind"' "$work/p.yaml.journal")
+dups=$(python3 -c "
+import json,sys
+keys=[]
+for l in open('$work/k.yaml.journal'):
+    j=json.loads(l)
+    if 'kind' in j: keys.append((j['kind'],j.get('precision'),j.get('m'),j.get('n'),j.get('k'),j.get('op'),j.get('scope'),j.get('group_size'),j.get('bytes')))
+print(len(keys)-len(set(keys)))")
+echo "   resumed: $total measurements (a full run has $expected), $dups duplicated"
+[[ "$total" == "$expected" && "$dups" == 0 ]] || { echo "FAIL: resume lost or duplicated measurements"; exit 1; }
+grep -q "$((before - 1)) from earlier runs" "$work/resume.out" || { echo "FAIL: earlier measurements not reused"; cat "$work/resume.out"; exit 1; }
+
+echo "== 3. the watchdog stops a hung collective"
+start=$(date +%s)
+if DTPLAN_CPU_BACKEND_STALL="all_reduce intra_node n2 8192" setsid "${mpi[@]}" "$dtplan" calibrate \
+     --backend cpu --profile cpu-host --quick --ops all_reduce --out "$work/w.yaml" --timeout-s 2 \
+     > /dev/null 2> "$work/w.err"; then
+  echo "FAIL: a hung run exited 0"; exit 1
+fi
+echo "   aborted after $(( $(date +%s) - start )) s"
+grep -q "all_reduce of 8192 bytes in a intra_node group of 2 rank(s) did not complete within 2 s" "$work/w.err" \
+  || { echo "FAIL: the watchdog error does not name the operation"; cat "$work/w.err"; exit 1; }
+grep -q "rank 0 (host .*, GPU 0)" "$work/w.err" || { echo "FAIL: no host/GPU in the error"; cat "$work/w.err"; exit 1; }
+echo "calibrate_mpi: all checks passed"
