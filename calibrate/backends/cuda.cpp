@@ -2,7 +2,9 @@
 // and later; fp32 accumulation, "TN" layout as fp8 requires) on rank 0's GPU, and NCCL
 // collectives on one GPU per rank, timed with CUDA events after warm-up, median of repeats.
 // MPI (the process group) broadcasts the ncclUniqueId, as nccl-tests does; sub-groups come
-// from ncclCommSplit. Built only when CMake finds the CUDA toolkit and NCCL (DTPLAN_CUDA).
+// from ncclCommSplit. Built only when CMake finds the CUDA toolkit and NCCL (DTPLAN_CUDA), as a
+// loadable module (libdtplan_cuda_backend.so): cuda_loader.cpp registers the name and loads
+// it on first use, so other commands do not pay for loading cuBLAS and NCCL at start-up.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <fmt/format.h>
@@ -17,7 +19,6 @@
 #include "calibrate/i_backend.h"
 #include "calibrate/process_group.h"
 #include "core/error.h"
-#include "core/registry.h"
 
 namespace dtplan::calibrate {
 namespace {
@@ -336,8 +337,9 @@ class CudaBackend : public ICalibrationBackend {
 };
 
 }  // namespace
-
-DTPLAN_REGISTER(ICalibrationBackend, CudaBackend, "cuda",
-                "cuBLASLt GEMMs (bf16, fp16, fp8) and NCCL collectives, one GPU per rank")
-
 }  // namespace dtplan::calibrate
+
+// The module's entry point (cuda_loader.cpp): a backend object owned by the caller.
+extern "C" dtplan::calibrate::ICalibrationBackend* dtplan_cuda_backend_create() {
+  return new dtplan::calibrate::CudaBackend();
+}
