@@ -11,6 +11,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -125,7 +126,10 @@ class CudaSession : public ICalibrationSession {
       return m;
     }
     m.time_s = world_.max(time_collective(t));
-    m.algorithm = "nccl";
+    // NCCL does not report the algorithm it picked; record what the user forced, if anything.
+    const char* algo = std::getenv("NCCL_ALGO");
+    const char* proto = std::getenv("NCCL_PROTO");
+    m.algorithm = fmt::format("nccl algo={} proto={}", algo ? algo : "auto", proto ? proto : "auto");
     return m;
   }
 
