@@ -20,5 +20,7 @@ void register_accuracy(CLI::App& app, CommandContext& ctx);
 void register_search(CLI::App& app, CommandContext& ctx);
 void register_launch(CLI::App& app, CommandContext& ctx);
 void register_simulate(CLI::App& app, CommandContext& ctx);
+void register_report(CLI::App& app, CommandContext& ctx);
+void register_whatif(CLI::App& app, CommandContext& ctx);
 
 }  // namespace dtplan::cli

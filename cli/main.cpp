@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   dtplan::cli::register_search(app, ctx);
   dtplan::cli::register_launch(app, ctx);
   dtplan::cli::register_simulate(app, ctx);
+  dtplan::cli::register_report(app, ctx);
+  dtplan::cli::register_whatif(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -73,8 +73,16 @@ CollectiveCost collective_cost(const HardwareProfile& hw, CollectiveOp op, doubl
   }
   const LinkRates links = link_rates(hw, g);
   CollectiveCost out{std::numeric_limits<double>::infinity(), ""};
+  // A pinned algorithm applies where it supports the operation (NCCL_ALGO=Tree still runs
+  // all-gathers as rings); elsewhere the fastest registered one.
+  const ICollectiveAlgorithm* pinned =
+      hw.collective_algorithm.empty()
+          ? nullptr
+          : Registry<ICollectiveAlgorithm>::global().find(hw.collective_algorithm);
+  if (pinned && !pinned->supports(op)) pinned = nullptr;
   for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries()) {
     if (!e.instance->supports(op)) continue;
+    if (pinned && e.instance.get() != pinned) continue;
     double t = e.instance->time_s(op, bytes, g, links);
     if (t < out.time_s) out = {t, e.name.c_str()};
   }
