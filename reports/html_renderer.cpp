@@ -67,6 +67,16 @@ std::string plan_cells(const Plan& p) {
       p.mbs, p.pp > 1 ? e(p.schedule) : "-");
 }
 
+// "TP4 PP8 DP8 VPP3 Z1 sel mbs1": a bar label that fits.
+std::string short_layout(const Plan& p) {
+  std::string s = fmt::format("TP{} PP{} DP{}", p.tp, p.pp, p.dp);
+  if (p.cp > 1) s += fmt::format(" CP{}", p.cp);
+  if (p.ep > 1) s += fmt::format(" EP{}", p.ep);
+  if (p.vpp > 1) s += fmt::format(" VPP{}", p.vpp);
+  s += fmt::format(" Z{} {} mbs{}", p.zero, to_string(p.recompute), p.mbs);
+  return s;
+}
+
 constexpr const char* kPlanHeader =
     "<th>TP</th><th>PP</th><th>CP</th><th>EP</th><th>DP</th><th>VPP</th><th>SP</th>"
     "<th>ZeRO</th><th class=\"l\">recompute</th><th>MBS</th><th class=\"l\">schedule</th>";
@@ -179,7 +189,7 @@ std::string render_report_html(const ReportData& d) {
     t.unit = "GiB";
     t.series = memory_series();
     for (size_t i = 0; i < d.top.size(); ++i) {
-      t.categories.push_back(fmt::format("#{} {}", i + 1, d.top[i].layout));
+      t.categories.push_back(fmt::format("#{} {}", i + 1, short_layout(d.top[i].plan)));
       t.values.push_back(memory_row(d.top[i].estimate.memory_peak));
     }
     t.reference = d.hbm_gib;
@@ -192,7 +202,7 @@ std::string render_report_html(const ReportData& d) {
     std::vector<std::string> labels;
     std::vector<const Estimate*> es;
     for (size_t i = 0; i < d.top.size(); ++i) {
-      labels.push_back(fmt::format("#{} {}", i + 1, d.top[i].layout));
+      labels.push_back(fmt::format("#{} {}", i + 1, short_layout(d.top[i].plan)));
       es.push_back(&d.top[i].estimate);
     }
     figure(o, "chart-step-breakdown",
@@ -284,11 +294,11 @@ std::string render_report_html(const ReportData& d) {
   }
   o += "</table>\n";
   if (!d.top.empty() && !d.alternatives.empty()) {
-    std::vector<std::string> labels = {"recommended: " + d.top.front().layout};
+    std::vector<std::string> labels = {"recommended " + short_layout(d.top.front().plan)};
     std::vector<const Estimate*> es = {&d.top.front().estimate};
     for (const auto& a : d.alternatives)
       if (a.found) {
-        labels.push_back(a.what);
+        labels.push_back(a.dimension + ": " + short_layout(a.row.plan));
         es.push_back(&a.row.estimate);
       }
     figure(o, "chart-alternatives",

@@ -42,12 +42,13 @@ std::string num(double v) {
 void open_svg(std::string& o, double width, double height, const std::string& title) {
   fmt::format_to(std::back_inserter(o),
                  "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"chart\" viewBox=\"0 0 {:.0f} "
-                 "{:.0f}\" width=\"100%\" role=\"img\" aria-label=\"{}\">"
+                 "{:.0f}\" width=\"100%\" style=\"max-width:{:.0f}px\" role=\"img\" "
+                 "aria-label=\"{}\">"
                  "<title>{}</title>"
                  "<style>text{{font:12px sans-serif;fill:#222}}.ax{{stroke:#888;stroke-width:1}}"
                  ".grid{{stroke:#ddd;stroke-width:1}}.ref{{stroke:#c00;stroke-width:2;"
                  "stroke-dasharray:6 3}}.t{{font-weight:bold;font-size:14px}}</style>",
-                 width, height, html_escape(title), html_escape(title));
+                 width, height, width, html_escape(title), html_escape(title));
   fmt::format_to(std::back_inserter(o), "<text class=\"t\" x=\"8\" y=\"18\">{}</text>",
                  html_escape(title));
 }
@@ -88,7 +89,7 @@ double legend_height(const std::vector<std::string>& names, double width) {
 const char* chart_colour(int i) { return kPalette[((i % kPaletteSize) + kPaletteSize) % kPaletteSize]; }
 
 std::string stacked_bars_svg(const StackedBars& c) {
-  const double width = 900, label_w = 230, right = 30, bar_h = 20, gap = 8;
+  const double width = 960, label_w = 290, right = 40, bar_h = 20, gap = 8;
   const double plot_w = width - label_w - right;
   const double lh = legend_height(c.series, width - 16);
   const double top = 30 + lh + 8;
@@ -121,7 +122,11 @@ std::string stacked_bars_svg(const StackedBars& c) {
   for (size_t i = 0; i < c.categories.size(); ++i) {
     const double y = top + static_cast<double>(i) * (bar_h + gap);
     std::string label = c.categories[i];
-    if (label.size() > 34) label = label.substr(0, 33) + "\u2026";
+    if (label.size() > 40) {
+      size_t cut = 39;  // not inside a UTF-8 sequence
+      while (cut > 0 && (static_cast<unsigned char>(label[cut]) & 0xC0) == 0x80) --cut;
+      label = label.substr(0, cut) + "\u2026";
+    }
     fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>",
                    label_w - 6, y + bar_h * 0.7, html_escape(label));
     double acc = 0;
@@ -167,8 +172,19 @@ std::string scatter_svg(const Scatter& c) {
   double ax = 1, sx = 1, ay = 1, sy = 1;
   nice_axis(max_x, ax, sx);
   nice_axis(max_y, ay, sy);
+  // Step times of a front span orders of magnitude: a log axis when they span more than 10x.
+  const bool log_y = min_y > 0 && max_y / min_y > 10;
+  double lo_dec = 0, hi_dec = 1;
+  if (log_y) {
+    lo_dec = std::floor(std::log10(min_y));
+    hi_dec = std::ceil(std::log10(max_y));
+    if (hi_dec <= lo_dec) hi_dec = lo_dec + 1;
+  }
   auto X = [&](double v) { return left + pw * v / ax; };
-  auto Y = [&](double v) { return top + ph - ph * v / ay; };
+  auto Y = [&](double v) {
+    if (log_y) return top + ph - ph * (std::log10(v) - lo_dec) / (hi_dec - lo_dec);
+    return top + ph - ph * v / ay;
+  };
   std::string o;
   open_svg(o, width, height, c.title);
   auto out = std::back_inserter(o);
@@ -179,7 +195,15 @@ std::string scatter_svg(const Scatter& c) {
                    "y2=\"{2:.1f}\"/><text x=\"{0:.1f}\" y=\"{3:.1f}\" "
                    "text-anchor=\"middle\">{4}</text>",
                    X(t), top, top + ph, top + ph + 14, num(t));
-  for (double t = 0; t <= ay + sy / 2; t += sy)
+  std::vector<double> yticks;
+  if (log_y) {
+    for (double dec = lo_dec; dec <= hi_dec + 0.5; ++dec)
+      for (double mul : {1.0, 2.0, 5.0})
+        if (dec + std::log10(mul) <= hi_dec + 1e-9) yticks.push_back(mul * std::pow(10.0, dec));
+  } else {
+    for (double t = 0; t <= ay + sy / 2; t += sy) yticks.push_back(t);
+  }
+  for (double t : yticks)
     fmt::format_to(out,
                    "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" "
                    "y2=\"{1:.1f}\"/><text x=\"{3:.1f}\" y=\"{4:.1f}\" "
@@ -190,7 +214,7 @@ std::string scatter_svg(const Scatter& c) {
                  "<text transform=\"translate(14 {:.1f}) rotate(-90)\" "
                  "text-anchor=\"middle\">{}</text>",
                  left + pw / 2, height - 12, html_escape(c.x_label), top + ph / 2,
-                 html_escape(c.y_label));
+                 html_escape(log_y ? c.y_label + ", log scale" : c.y_label));
   if (c.x_reference > 0)
     fmt::format_to(out,
                    "<line class=\"ref\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" "
