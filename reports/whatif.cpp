@@ -285,10 +285,12 @@ ScenarioFile load_scenarios(const std::string& path) {
         throw InputError(location_of(vars[i], path), field, "expected a map with a name");
       YamlMap v(vars[i], path, field);
       f.variations.push_back(read_settings(v, false));
-      for (size_t k = 0; k + 1 < f.variations.size(); ++k)
-        if (f.variations[k].name == f.variations.back().name || f.base.name == f.variations.back().name)
-          throw InputError(location_of(vars[i]["name"], path), field + ".name",
-                           fmt::format("scenario name '{}' is used twice", f.variations.back().name));
+      const std::string& name = f.variations.back().name;
+      bool twice = name == f.base.name;
+      for (size_t k = 0; k + 1 < f.variations.size(); ++k) twice |= f.variations[k].name == name;
+      if (twice)
+        throw InputError(location_of(vars[i]["name"], path), field + ".name",
+                         fmt::format("scenario name '{}' is used twice", name));
     }
   }
   y.finish();
