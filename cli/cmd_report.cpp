@@ -15,8 +15,9 @@ namespace dtplan::cli {
 
 void register_report(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand(
-      "report", "Write a capacity report (HTML or Markdown) from a search: ranked plans, charts, "
-                "derivations, alternatives");
+      "report",
+      "Write a capacity report (HTML or Markdown) from a search: ranked plans, charts, "
+      "derivations, alternatives");
   static SearchFlags flags;
   static std::string out, from;
   static bool no_alternatives = false;

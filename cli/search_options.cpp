@@ -72,8 +72,7 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
   cmd.add_option("--mbs", f.mbs, "Micro-batch sizes (default 1,2,4,8,16)")->group(g);
   cmd.add_option("--zero", f.zero, "ZeRO stages (default 0-3)")->group(g);
   cmd.add_option("--recompute", f.recompute, "none,selective,full (default all)")->group(g);
-  cmd.add_option("--schedule", f.schedule, "Pipeline schedules (default all registered)")
-      ->group(g);
+  cmd.add_option("--schedule", f.schedule, "Pipeline schedules (default all registered)")->group(g);
   cmd.add_option("--sp", f.sp, "Sequence parallelism: auto (with TP), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->group(g);
@@ -196,17 +195,28 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   j["evaluator"] = evaluator;
   j["refined_with_des"] = refined_with_des;
   j["framework"] = f.framework;
-  j["flags"] = {{"model", f.spec.model},     {"cluster", f.spec.cluster},
-                {"gpus", f.spec.gpus},       {"tp", f.tp},
-                {"pp", f.pp},                {"cp", f.cp},
-                {"ep", f.ep},                {"etp", f.etp},
-                {"vpp", f.vpp},              {"mbs", f.mbs},
-                {"zero", f.zero},            {"recompute", f.recompute},
-                {"schedule", f.schedule},    {"sp", f.sp},
-                {"objective", f.objective},  {"framework", f.framework},
-                {"precision", f.precision},  {"gbs", s.workload.global_batch},
-                {"seq", f.seq},              {"top", f.top},
-                {"memory_margin", f.margin}, {"allow_cross_node_tp", f.cross_node_tp}};
+  j["flags"] = {{"model", f.spec.model},
+                {"cluster", f.spec.cluster},
+                {"gpus", f.spec.gpus},
+                {"tp", f.tp},
+                {"pp", f.pp},
+                {"cp", f.cp},
+                {"ep", f.ep},
+                {"etp", f.etp},
+                {"vpp", f.vpp},
+                {"mbs", f.mbs},
+                {"zero", f.zero},
+                {"recompute", f.recompute},
+                {"schedule", f.schedule},
+                {"sp", f.sp},
+                {"objective", f.objective},
+                {"framework", f.framework},
+                {"precision", f.precision},
+                {"gbs", s.workload.global_batch},
+                {"seq", f.seq},
+                {"top", f.top},
+                {"memory_margin", f.margin},
+                {"allow_cross_node_tp", f.cross_node_tp}};
   j["stats"] = {{"enumerated", r.enumerated}, {"evaluated", r.evaluated},
                 {"feasible", r.feasible},     {"exhausted", r.exhausted},
                 {"elapsed_s", r.elapsed_s},   {"plans_per_s", r.plans_per_s()},

@@ -37,8 +37,8 @@ std::string secs(double s) { return fmt::format("{:.4g} s", s); }
 // One model-state term (weights, gradients or optimizer) of stage `rank`: bytes per parameter,
 // sharded over the data-parallel group from ZeRO stage `min_stage` on, times the schedule's
 // parameter copies; the same arithmetic as memory_model.cpp's stage_memory.
-Derivation state_term(const char* what, double bytes_per_param, int min_stage,
-                      const ModelSpec& m, const Plan& p, int rank, double estimator_value) {
+Derivation state_term(const char* what, double bytes_per_param, int min_stage, const ModelSpec& m,
+                      const Plan& p, int rank, double estimator_value) {
   const ParamsOnRank prm = params_on_rank(m, p, rank);
   const IPipelineSchedule* s = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
   const int copies = s ? s->parameter_copies() : 1;
@@ -55,9 +55,9 @@ Derivation state_term(const char* what, double bytes_per_param, int min_stage,
         fmt::format("{}{:g} B x {} params", copies_text, bytes_per_param, params_text(prm.total()));
   } else if (prm.expert > 0) {
     out.value = copies * (prm.dense * bytes_per_param / d + prm.expert * bytes_per_param / de);
-    out.formula = fmt::format(
-        "{}{:g} B x (dense params / (DP x CP) + expert params / expert-DP)  [ZeRO-{}]",
-        copies > 1 ? "copies x " : "", bytes_per_param, p.zero);
+    out.formula =
+        fmt::format("{}{:g} B x (dense params / (DP x CP) + expert params / expert-DP)  [ZeRO-{}]",
+                    copies > 1 ? "copies x " : "", bytes_per_param, p.zero);
     out.substituted = fmt::format("{}{:g} B x ({} / {} + {} / {})", copies_text, bytes_per_param,
                                   params_text(prm.dense), d, params_text(prm.expert), de);
   } else {
@@ -158,8 +158,8 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
           "reduce-scatter of the gradients + all-gather of the 16-bit weights: (n-1)/n x params "
           "x (bytes per gradient + 2 B)";
       value = ring * dense + ring * busy.dense * 2.0;
-      d.substituted = fmt::format("{}/{} x {} x ({:g} B + 2 B)", n - 1, n,
-                                  params_text(busy.dense), grad_bytes);
+      d.substituted =
+          fmt::format("{}/{} x {} x ({:g} B + 2 B)", n - 1, n, params_text(busy.dense), grad_bytes);
     }
     if (busy.expert > 0 && groups.edp.size > 1) {
       const double ne = groups.edp.size, re = (ne - 1) / ne;
@@ -201,9 +201,9 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
         "micro-batches x params x ((forward gathers + 1 backward gather) x 2 B + bytes per "
         "gradient) x (n-1)/n";
     d.value = mb * busy.total() * ((gathers + 1) * 2.0 + grad_bytes) * (nn - 1) / nn + tied_bytes;
-    d.substituted = fmt::format("{} x {} x (({:g} + 1) x 2 B + {:g} B) x {}/{}{}", mb,
-                                params_text(busy.total()), gathers, grad_bytes, n - 1, n,
-                                tied_text);
+    d.substituted =
+        fmt::format("{} x {} x (({:g} + 1) x 2 B + {:g} B) x {}/{}{}", mb,
+                    params_text(busy.total()), gathers, grad_bytes, n - 1, n, tied_text);
     d.result = human_bytes(d.value);
     d.estimator_value = e.comm_volume_bytes[static_cast<int>(CommDim::kDP)];
     out.push_back(d);

@@ -41,17 +41,10 @@ void source_block(std::string& o, const std::string& json) {
 }
 
 std::vector<std::string> plan_cells(const Plan& p) {
-  return {std::to_string(p.tp),
-          std::to_string(p.pp),
-          std::to_string(p.cp),
-          std::to_string(p.ep),
-          std::to_string(p.dp),
-          std::to_string(p.vpp),
-          p.sp ? "on" : "-",
-          std::to_string(p.zero),
-          to_string(p.recompute),
-          std::to_string(p.mbs),
-          p.pp > 1 ? c(p.schedule) : "-"};
+  return {std::to_string(p.tp),  std::to_string(p.pp),          std::to_string(p.cp),
+          std::to_string(p.ep),  std::to_string(p.dp),          std::to_string(p.vpp),
+          p.sp ? "on" : "-",     std::to_string(p.zero),        to_string(p.recompute),
+          std::to_string(p.mbs), p.pp > 1 ? c(p.schedule) : "-"};
 }
 
 }  // namespace
@@ -79,8 +72,8 @@ std::string render_report_markdown(const ReportData& d) {
            {"tokens/s per GPU", fmt::format("{:.0f}", e.tokens_per_s_per_gpu)},
            {"MFU", pct(e.mfu)},
            {"model TFLOP/s per GPU", fmt::format("{:.1f}", e.model_tflops_per_gpu)},
-           {"peak memory", fmt::format("{} GiB of {:.0f}", gib(e.memory_peak.total_bytes()),
-                                       d.hbm_gib)},
+           {"peak memory",
+            fmt::format("{} GiB of {:.0f}", gib(e.memory_peak.total_bytes()), d.hbm_gib)},
            {"bubble", pct(e.bubble_fraction)},
            {"exposed communication", pct(e.comm_share)}});
   }
@@ -94,8 +87,7 @@ std::string render_report_markdown(const ReportData& d) {
       for (auto& s : plan_cells(d.top[i].plan)) r.push_back(s);
       for (auto s : {fmt::format("{:.3f}", e.step_time_s), pct(e.mfu),
                      fmt::format("{:.0f}", e.tokens_per_s_per_gpu),
-                     gib(e.memory_peak.total_bytes()), pct(e.comm_share),
-                     pct(e.bubble_fraction)})
+                     gib(e.memory_peak.total_bytes()), pct(e.comm_share), pct(e.bubble_fraction)})
         r.push_back(s);
       rows.push_back(r);
     }
@@ -115,8 +107,9 @@ std::string render_report_markdown(const ReportData& d) {
 
   o += "## Memory per GPU (GiB)\n\n";
   if (!d.top.empty()) {
-    fmt::format_to(out, "Recommended plan, by pipeline stage; HBM {:.0f} GiB, usable {:.1f} "
-                        "GiB.\n\n",
+    fmt::format_to(out,
+                   "Recommended plan, by pipeline stage; HBM {:.0f} GiB, usable {:.1f} "
+                   "GiB.\n\n",
                    d.hbm_gib, d.memory_budget_gib);
     std::vector<std::vector<std::string>> rows;
     const auto& stages = d.top.front().stages;
@@ -127,8 +120,9 @@ std::string render_report_markdown(const ReportData& d) {
                       gib(m.buffers_bytes), gib(m.total_bytes()),
                       m.total_bytes() <= d.hbm_gib * units::kGiB ? "yes" : "**no**"});
     }
-    table(o, {"stage", "weights", "gradients", "optimizer", "activations", "buffers", "total",
-              "fits HBM"},
+    table(o,
+          {"stage", "weights", "gradients", "optimizer", "activations", "buffers", "total",
+           "fits HBM"},
           rows);
   }
 

@@ -14,8 +14,8 @@ Format format_from_path(const std::string& path, const std::string& flag) {
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   if (ext == ".html" || ext == ".htm") return Format::kHtml;
   if (ext == ".md" || ext == ".markdown") return Format::kMarkdown;
-  throw InputError({}, flag,
-                   "'" + path + "': the extension picks the format: .html (HTML) or .md (Markdown)");
+  throw InputError(
+      {}, flag, "'" + path + "': the extension picks the format: .html (HTML) or .md (Markdown)");
 }
 
 std::string render_report(const ReportData& d, Format f) {

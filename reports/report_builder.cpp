@@ -65,8 +65,7 @@ std::string commonest_rejection(const SearchResult& r) {
       best = k;
   if (best < 0) return "no layout matches these pins";
   return fmt::format("{} ({} plans; e.g. {})", describe(static_cast<Rejection>(best)),
-                     r.rejected[static_cast<size_t>(best)],
-                     r.example[static_cast<size_t>(best)]);
+                     r.rejected[static_cast<size_t>(best)], r.example[static_cast<size_t>(best)]);
 }
 
 // One line saying why an alternative is slower or faster: the breakdown part that changed most.
@@ -82,11 +81,11 @@ std::string explain(const std::string& what, const PlanRow& base, const PlanRow&
     where = " (TP group crosses nodes: scale-out links)";
   const double dstep = alt.estimate.step_time_s - base.estimate.step_time_s;
   const double gib = units::kGiB;
-  return fmt::format("{}: {} {:+.3f} s{}; step {:+.3f} s ({:+.1f}%), peak memory {:.1f} GiB "
-                     "(recommended {:.1f})",
-                     what, b[k].first, d, where, dstep, 100 * dstep / base.estimate.step_time_s,
-                     alt.estimate.memory_peak.total_bytes() / gib,
-                     base.estimate.memory_peak.total_bytes() / gib);
+  return fmt::format(
+      "{}: {} {:+.3f} s{}; step {:+.3f} s ({:+.1f}%), peak memory {:.1f} GiB "
+      "(recommended {:.1f})",
+      what, b[k].first, d, where, dstep, 100 * dstep / base.estimate.step_time_s,
+      alt.estimate.memory_peak.total_bytes() / gib, base.estimate.memory_peak.total_bytes() / gib);
 }
 
 }  // namespace
@@ -224,10 +223,10 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
               [&](SearchSpace& s, SearchOptions&) { s.vpp = v; });
       {
         std::vector<Recompute> rc;
-        for (Recompute r : space.recompute.empty()
-                               ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
-                                                        Recompute::kFull}
-                               : space.recompute)
+        for (Recompute r :
+             space.recompute.empty()
+                 ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
+                 : space.recompute)
           if (r != bp.recompute) rc.push_back(r);
         if (!rc.empty())
           add("recompute",
@@ -292,8 +291,8 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
         t.events = s.events;
         t.tasks.reserve(s.trace.size());
         for (const auto& ev : s.trace)
-          t.tasks.push_back({ev.stage, ev.name.empty() ? 'F' : ev.name.front(), ev.start_s,
-                             ev.end_s});
+          t.tasks.push_back(
+              {ev.stage, ev.name.empty() ? 'F' : ev.name.front(), ev.start_s, ev.end_s});
         t.note = fmt::format(
             "{} tasks on {} pipeline stage(s); simulated pipeline {:.3f} s, simulated step "
             "{:.3f} s vs closed form {:.3f} s ({:+.2f}%).",
@@ -338,13 +337,13 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
                    hw.gpu.memory_gib, hw.gpu.peak_flops(w.precision) / 1e12, d.precision,
                    hw.gpu.hbm_gbps),
        hw.gpu.source});
-  d.provenance.push_back({"node",
-                          fmt::format("{} GPUs, {} NVLink domain, {}, {:.0f} GB/s per direction, "
-                                      "{:.1f} us",
-                                      hw.node.gpus_per_node, hw.node.nvlink_domain_gpus,
-                                      hw.node.fabric, hw.node.nvlink_gbps_per_direction,
-                                      hw.node.latency_us),
-                          hw.node.source});
+  d.provenance.push_back(
+      {"node",
+       fmt::format("{} GPUs, {} NVLink domain, {}, {:.0f} GB/s per direction, "
+                   "{:.1f} us",
+                   hw.node.gpus_per_node, hw.node.nvlink_domain_gpus, hw.node.fabric,
+                   hw.node.nvlink_gbps_per_direction, hw.node.latency_us),
+       hw.node.source});
   d.provenance.push_back(
       {"scale_out",
        fmt::format("{} NICs x {:.1f} GB/s, {}, oversubscription {:.2f}, {:.1f} us",
@@ -370,18 +369,18 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
                             fmt::format("{:.1f} GB/s per node", *hw.checkpoint_write_gbps_per_node),
                             hw.storage_source});
   if (hw.mtbf_per_gpu_hours)
-    d.provenance.push_back(
-        {"reliability", fmt::format("MTBF {:.0f} h per GPU", *hw.mtbf_per_gpu_hours),
-         hw.reliability_source});
+    d.provenance.push_back({"reliability",
+                            fmt::format("MTBF {:.0f} h per GPU", *hw.mtbf_per_gpu_hours),
+                            hw.reliability_source});
   if (hw.usd_per_gpu_hour)
     d.provenance.push_back(
         {"price", fmt::format("{:.2f} USD per GPU-hour", *hw.usd_per_gpu_hour), hw.price_source});
   if (!hw.calibration.empty())
-    d.provenance.push_back({"calibration",
-                            fmt::format("{} GEMM points, {} collective tables",
-                                        hw.calibration.gemm.size(),
-                                        hw.calibration.collectives.size()),
-                            hw.calibration.provenance.source});
+    d.provenance.push_back(
+        {"calibration",
+         fmt::format("{} GEMM points, {} collective tables", hw.calibration.gemm.size(),
+                     hw.calibration.collectives.size()),
+         hw.calibration.provenance.source});
   d.generation_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return d;

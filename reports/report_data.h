@@ -48,9 +48,9 @@ struct Timeline {
   bool available = false;
   std::string note;  // why it is missing, or what it shows
   int stages = 0;
-  double makespan_s = 0;         // simulated pipeline
-  double simulated_step_s = 0;   // simulated step (pipeline + DP + optimizer)
-  double analytic_step_s = 0;    // the closed form for the same plan
+  double makespan_s = 0;        // simulated pipeline
+  double simulated_step_s = 0;  // simulated step (pipeline + DP + optimizer)
+  double analytic_step_s = 0;   // the closed form for the same plan
   long events = 0;
   std::vector<TimelineTask> tasks;
 };
@@ -135,7 +135,7 @@ struct ScenarioColumn {
 
 struct WhatifData {
   std::string title;
-  std::string file;  // the scenarios YAML
+  std::string file;                     // the scenarios YAML
   std::vector<ScenarioColumn> columns;  // columns[0] is the base
   std::string source_json;
   double generation_s = 0;

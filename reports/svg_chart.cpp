@@ -13,9 +13,9 @@ namespace dtplan::reports {
 namespace {
 
 // Okabe-Ito-like palette, distinguishable in colour-blind vision and in grey print.
-constexpr const char* kPalette[] = {"#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9",
-                                    "#d55e00", "#f0e442", "#999999", "#332288", "#88ccee",
-                                    "#117733", "#aa4499"};
+constexpr const char* kPalette[] = {"#0072b2", "#e69f00", "#009e73", "#cc79a7",
+                                    "#56b4e9", "#d55e00", "#f0e442", "#999999",
+                                    "#332288", "#88ccee", "#117733", "#aa4499"};
 constexpr int kPaletteSize = static_cast<int>(sizeof(kPalette) / sizeof(kPalette[0]));
 
 // A "nice" axis maximum and tick step covering `max_value`.
@@ -65,7 +65,7 @@ void legend(std::string& o, const std::vector<std::string>& names, double x, dou
     fmt::format_to(std::back_inserter(o),
                    "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
                    "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>",
-                   cx, cy - 10, chart_colour(static_cast<int>(i)), cx + 16, cy, 
+                   cx, cy - 10, chart_colour(static_cast<int>(i)), cx + 16, cy,
                    html_escape(names[i]));
     cx += w;
   }
@@ -86,7 +86,9 @@ double legend_height(const std::vector<std::string>& names, double width) {
 
 }  // namespace
 
-const char* chart_colour(int i) { return kPalette[((i % kPaletteSize) + kPaletteSize) % kPaletteSize]; }
+const char* chart_colour(int i) {
+  return kPalette[((i % kPaletteSize) + kPaletteSize) % kPaletteSize];
+}
 
 std::string stacked_bars_svg(const StackedBars& c) {
   const double width = 960, label_w = 290, right = 40, bar_h = 20, gap = 8;
@@ -143,10 +145,11 @@ std::string stacked_bars_svg(const StackedBars& c) {
                      html_escape(c.unit));
       acc += v;
     }
-    fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", x_of(acc) + 4,
-                   y + bar_h * 0.7, num(acc));
+    fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>", x_of(acc) + 4, y + bar_h * 0.7,
+                   num(acc));
   }
-  fmt::format_to(out, "<line class=\"ax\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>",
+  fmt::format_to(out,
+                 "<line class=\"ax\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\"/>",
                  label_w, top - 4, plot_bottom);
   if (c.reference > 0) {
     fmt::format_to(out,
@@ -239,7 +242,8 @@ std::string scatter_svg(const Scatter& c) {
 
 std::string heatmap_svg(const Heatmap& c) {
   const double cell_w = 90, cell_h = 34, left = 90, top = 56;
-  const double cols = static_cast<double>(c.columns.size()), rows = static_cast<double>(c.rows.size());
+  const double cols = static_cast<double>(c.columns.size()),
+               rows = static_cast<double>(c.rows.size());
   const double width = std::max(420.0, left + cols * cell_w + 20);
   const double height = top + rows * cell_h + 40;
   double lo = 1e300, hi = -1e300;
@@ -277,16 +281,14 @@ std::string heatmap_svg(const Heatmap& c) {
         text = num(c.values[k]);
       }
       const std::string tip = k < c.tooltips.size() ? c.tooltips[k] : text;
-      fmt::format_to(out,
-                     "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.0f}\" height=\"{:.0f}\" "
-                     "fill=\"{}\" stroke=\"#fff\"><title>{}</title></rect>"
-                     "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\"{}>{}</text>",
-                     x, y, cell_w, cell_h, fill, html_escape(tip), x + cell_w / 2,
-                     y + cell_h * 0.6,
-                     has && hi > lo && (c.values[k] - lo) / (hi - lo) < 0.5
-                         ? " style=\"fill:#fff\""
-                         : "",
-                     html_escape(text));
+      fmt::format_to(
+          out,
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.0f}\" height=\"{:.0f}\" "
+          "fill=\"{}\" stroke=\"#fff\"><title>{}</title></rect>"
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\"{}>{}</text>",
+          x, y, cell_w, cell_h, fill, html_escape(tip), x + cell_w / 2, y + cell_h * 0.6,
+          has && hi > lo && (c.values[k] - lo) / (hi - lo) < 0.5 ? " style=\"fill:#fff\"" : "",
+          html_escape(text));
     }
   }
   fmt::format_to(out, "<text x=\"8\" y=\"{:.1f}\">{}</text>", height - 12,
@@ -344,8 +346,8 @@ std::string gantt_svg(const Gantt& c) {
     const size_t k = static_cast<size_t>(std::max(0, run.kind)) % by_kind.size();
     fmt::format_to(std::back_inserter(by_kind[k]),
                    "<rect x=\"{:.1f}\" y=\"{:.0f}\" width=\"{:.2f}\" height=\"{:.0f}\"/>",
-                   X(run.start), top + run.lane * (lane_h + gap), std::max(0.3, X(run.end) - X(run.start)),
-                   lane_h);
+                   X(run.start), top + run.lane * (lane_h + gap),
+                   std::max(0.3, X(run.end) - X(run.start)), lane_h);
     i = j;
   }
   for (size_t k = 0; k < by_kind.size(); ++k)

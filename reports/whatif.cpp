@@ -30,7 +30,8 @@ std::vector<int> int_list(const YAML::Node& n, const std::string& file, const st
     out.push_back(static_cast<int>(v));
   };
   if (n.IsSequence()) {
-    if (n.size() == 0) throw InputError(location_of(n, file), field, "an empty list allows nothing");
+    if (n.size() == 0)
+      throw InputError(location_of(n, file), field, "an empty list allows nothing");
     for (const auto& x : n) one(x);
   } else {
     one(n);
@@ -53,7 +54,8 @@ std::vector<std::string> string_list(const YAML::Node& n, const std::string& fil
     out.push_back(s);
   };
   if (n.IsSequence()) {
-    if (n.size() == 0) throw InputError(location_of(n, file), field, "an empty list allows nothing");
+    if (n.size() == 0)
+      throw InputError(location_of(n, file), field, "an empty list allows nothing");
     for (const auto& x : n) one(x);
   } else {
     one(n);
@@ -130,8 +132,8 @@ ScenarioSettings read_settings(YamlMap& y, bool is_base) {
   s.mbs = ints("mbs", 1, 1 << 20);
   s.zero = ints("zero", 0, 3);
   if (y.has("recompute"))
-    s.recompute =
-        string_list(y.child("recompute"), file, y.field("recompute"), {"none", "selective", "full"});
+    s.recompute = string_list(y.child("recompute"), file, y.field("recompute"),
+                              {"none", "selective", "full"});
   if (y.has("schedule")) {
     s.schedule_at = location_of(y.node()["schedule"], file);
     s.schedule = string_list(y.child("schedule"), file, y.field("schedule"), schedule_names());
@@ -268,7 +270,8 @@ nlohmann::json column_json(const ScenarioColumn& c) {
 ScenarioFile load_scenarios(const std::string& path) {
   YAML::Node root = load_yaml_file(path);
   if (!root.IsMap())
-    throw InputError(location_of(root, path), "", "a scenarios file is a map with base and variations");
+    throw InputError(location_of(root, path), "",
+                     "a scenarios file is a map with base and variations");
   YamlMap y(root, path, "");
   ScenarioFile f;
   f.file = path;
@@ -317,7 +320,9 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
       else
         cluster = load_cluster(s.profile.value_or("dgx-a100-80g"), s.gpus.value_or(256));
     } catch (const InputError& e) {
-      throw InputError(s.cluster ? s.cluster_at : s.profile_at.line ? s.profile_at : s.where,
+      throw InputError(s.cluster           ? s.cluster_at
+                       : s.profile_at.line ? s.profile_at
+                                           : s.where,
                        fmt::format("scenario '{}'", s.name), e.reason());
     }
     HardwareProfile& hw = cluster.profile;

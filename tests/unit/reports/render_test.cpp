@@ -103,8 +103,7 @@ TEST(Report, TimelineHasEveryTaskOfTheStep) {
   const Plan& p = d.top.front().plan;
   ASSERT_TRUE(d.timeline.available) << d.timeline.note;
   // One forward and one backward per stage, chunk and micro-batch.
-  EXPECT_EQ(d.timeline.tasks.size(),
-            static_cast<size_t>(2 * p.pp * p.vpp * p.num_microbatches()));
+  EXPECT_EQ(d.timeline.tasks.size(), static_cast<size_t>(2 * p.pp * p.vpp * p.num_microbatches()));
   for (const auto& t : d.timeline.tasks) {
     EXPECT_LE(t.start_s, t.end_s);
     EXPECT_LE(t.end_s, d.timeline.makespan_s * (1 + 1e-9));

@@ -52,9 +52,9 @@ TEST(Whatif, ErrorsNameFileLineAndColumn) {
   EXPECT_NE(error_of("a.yaml", "base:\n  gpus: 8\n  profile: dgx-h100\n  tpp: 8\n")
                 .find("dtplan_whatif_a.yaml:4:3"),
             std::string::npos);
-  EXPECT_NE(error_of("b.yaml", "base:\n  gpus: 8\n  profile: dgx-h100\n  zero: [1, 4]\n")
-                .find(":4:13"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("b.yaml", "base:\n  gpus: 8\n  profile: dgx-h100\n  zero: [1, 4]\n").find(":4:13"),
+      std::string::npos);
   EXPECT_NE(error_of("c.yaml", "base:\n  profile: dgx-h100\n  gpus: 8\nvariations:\n  - gpus: 16\n")
                 .find("name"),
             std::string::npos);
@@ -62,9 +62,9 @@ TEST(Whatif, ErrorsNameFileLineAndColumn) {
                      "base:\n  name: x\n  profile: dgx-h100\n  gpus: 8\nvariations:\n  - name: x\n")
                 .find("used twice"),
             std::string::npos);
-  EXPECT_NE(error_of("e.yaml", "base:\n  profile: dgx-h100\n  gpus: 8\n  precision: fp4\n")
-                .find(":4:14"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of("e.yaml", "base:\n  profile: dgx-h100\n  gpus: 8\n  precision: fp4\n").find(":4:14"),
+      std::string::npos);
   EXPECT_NE(error_of("f.yaml", "base:\n  profile: dgx-h10\n  gpus: 8\n").find(":2:12"),
             std::string::npos);
   EXPECT_NE(error_of("g.yaml", "base:\n  profile: dgx-h100\n  gpus: 8\n  schedule: [1f1b, zb]\n")
