@@ -353,10 +353,14 @@ std::string render_whatif_html(const WhatifData& d) {
         continue;
       }
       const double v = get(c);
+      if (std::isnan(v)) {
+        o += "<td>-</td>";
+        continue;
+      }
       std::string cls, delta;
       if (base && base->found && &c != base) {
         const double b = get(*base);
-        if (b != 0 && std::fabs(v - b) > 1e-12 * std::fabs(b)) {
+        if (!std::isnan(b) && b != 0 && std::fabs(v - b) > 1e-12 * std::fabs(b)) {
           const double rel = (v - b) / std::fabs(b);
           delta = fmt::format(" ({:+.1f}%)", 100 * rel);
           if (std::fabs(rel) >= 0.005) cls = (rel < 0) == lower_is_better ? "better" : "worse";
@@ -402,6 +406,23 @@ std::string render_whatif_html(const WhatifData& d) {
   }
   num_row("bubble fraction", "{:.3f}", true,
           [](const ScenarioColumn& c) { return c.best.estimate.bubble_fraction; });
+  bool reliability = false;
+  for (const auto& c : d.columns) reliability |= c.has_reliability;
+  if (reliability) {
+    auto rel = [](double ScenarioColumn::*field, double scale) {
+      return [field, scale](const ScenarioColumn& c) {
+        return c.has_reliability ? c.*field * scale : std::nan("");
+      };
+    };
+    num_row("job MTBF (h)", "{:.2f}", false, rel(&ScenarioColumn::job_mtbf_s, 1 / 3600.0));
+    num_row("checkpoint write (s)", "{:.1f}", true, rel(&ScenarioColumn::checkpoint_s, 1));
+    num_row("checkpoint interval, Young (min)", "{:.1f}", false,
+            rel(&ScenarioColumn::checkpoint_interval_s, 1 / 60.0));
+    num_row("time lost to checkpoints and failures (%)", "{:.2f}", true,
+            rel(&ScenarioColumn::lost_fraction, 100));
+    num_row("goodput tokens/s (job)", "{:.0f}", false,
+            rel(&ScenarioColumn::goodput_tokens_per_s, 1));
+  }
   num_row("feasible plans", "{:.0f}", false,
           [](const ScenarioColumn& c) { return static_cast<double>(c.feasible); });
   o += "</table>\n";

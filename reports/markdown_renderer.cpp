@@ -248,10 +248,14 @@ std::string render_whatif_markdown(const WhatifData& d) {
         continue;
       }
       const double v = get(col);
+      if (std::isnan(v)) {
+        r.push_back("-");
+        continue;
+      }
       std::string cell = fmt::format(fmt::runtime(spec), v);
       if (base && base->found && &col != base) {
         const double b = get(*base);
-        if (b != 0 && std::fabs(v - b) > 1e-12 * std::fabs(b)) {
+        if (!std::isnan(b) && b != 0 && std::fabs(v - b) > 1e-12 * std::fabs(b)) {
           const double rel = (v - b) / std::fabs(b);
           cell += fmt::format(" ({:+.1f}%)", 100 * rel);
           if (std::fabs(rel) >= 0.005) cell = "**" + cell + "**";
@@ -297,6 +301,22 @@ std::string render_whatif_markdown(const WhatifData& d) {
             });
   num_row("bubble fraction", "{:.3f}",
           [](const ScenarioColumn& col) { return col.best.estimate.bubble_fraction; });
+  bool reliability = false;
+  for (const auto& col : d.columns) reliability |= col.has_reliability;
+  if (reliability) {
+    auto rel = [](double ScenarioColumn::*field, double scale) {
+      return [field, scale](const ScenarioColumn& col) {
+        return col.has_reliability ? col.*field * scale : std::nan("");
+      };
+    };
+    num_row("job MTBF (h)", "{:.2f}", rel(&ScenarioColumn::job_mtbf_s, 1 / 3600.0));
+    num_row("checkpoint write (s)", "{:.1f}", rel(&ScenarioColumn::checkpoint_s, 1));
+    num_row("checkpoint interval, Young (min)", "{:.1f}",
+            rel(&ScenarioColumn::checkpoint_interval_s, 1 / 60.0));
+    num_row("time lost to checkpoints and failures (%)", "{:.2f}",
+            rel(&ScenarioColumn::lost_fraction, 100));
+    num_row("goodput tokens/s (job)", "{:.0f}", rel(&ScenarioColumn::goodput_tokens_per_s, 1));
+  }
   num_row("feasible plans", "{:.0f}",
           [](const ScenarioColumn& col) { return static_cast<double>(col.feasible); });
   o += "## Side by side\n\n";

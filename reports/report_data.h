@@ -131,6 +131,12 @@ struct ScenarioColumn {
   PlanRow best;
   long feasible = 0;
   std::string top_rejection;  // the commonest rejection when nothing fits
+  // Failures and checkpoints (when the scenario or its profile gives an MTBF and a checkpoint
+  // write bandwidth): simulator/cost/reliability.h with Young's interval.
+  bool has_reliability = false;
+  double job_mtbf_s = 0, checkpoint_s = 0, restart_s = 0, checkpoint_interval_s = 0;
+  double lost_fraction = 0;         // checkpoint writes + lost work + restarts, share of time
+  double goodput_tokens_per_s = 0;  // tokens_per_s x (1 - lost_fraction)
 };
 
 struct WhatifData {

@@ -13,6 +13,7 @@
 #include "reports/report_builder.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/i_collective_algorithm.h"
+#include "simulator/cost/reliability.h"
 
 namespace dtplan::reports {
 
@@ -120,6 +121,9 @@ ScenarioSettings read_settings(YamlMap& y, bool is_base) {
   s.nic_gbps = y.opt_double("nic_gbps", 0.0);
   s.nvlink_gbps = y.opt_double("nvlink_gbps", 0.0);
   s.allow_cross_node_tp = y.opt_bool("allow_cross_node_tp");
+  s.mtbf_per_gpu_hours = y.opt_double("mtbf_per_gpu_hours", 0.0);
+  s.checkpoint_write_gbps_per_node = y.opt_double("checkpoint_write_gbps_per_node", 0.0);
+  s.restart_s = y.opt_double("restart_s", 0.0, true);
   auto ints = [&](const char* key, int lo, int hi) -> std::optional<std::vector<int>> {
     if (!y.has(key)) return std::nullopt;
     return int_list(y.child(key), file, y.field(key), lo, hi);
@@ -181,6 +185,9 @@ ScenarioSettings merge(const ScenarioSettings& base, const ScenarioSettings& v) 
   take(s.nic_gbps, v.nic_gbps);
   take(s.nvlink_gbps, v.nvlink_gbps);
   take(s.allow_cross_node_tp, v.allow_cross_node_tp);
+  take(s.mtbf_per_gpu_hours, v.mtbf_per_gpu_hours);
+  take(s.checkpoint_write_gbps_per_node, v.checkpoint_write_gbps_per_node);
+  take(s.restart_s, v.restart_s);
   take(s.tp, v.tp);
   take(s.pp, v.pp);
   take(s.cp, v.cp);
@@ -218,6 +225,13 @@ std::string describe_settings(const ScenarioSettings& s, bool is_base) {
     if (k == "nic_gbps" && s.nic_gbps) parts.push_back(fmt::format("NIC {:g} GB/s", *s.nic_gbps));
     if (k == "nvlink_gbps" && s.nvlink_gbps)
       parts.push_back(fmt::format("NVLink {:g} GB/s", *s.nvlink_gbps));
+    if (k == "mtbf_per_gpu_hours" && s.mtbf_per_gpu_hours)
+      parts.push_back(fmt::format("MTBF {:g} h per GPU", *s.mtbf_per_gpu_hours));
+    if (k == "checkpoint_write_gbps_per_node" && s.checkpoint_write_gbps_per_node)
+      parts.push_back(
+          fmt::format("checkpoint writes {:g} GB/s per node", *s.checkpoint_write_gbps_per_node));
+    if (k == "restart_s" && s.restart_s)
+      parts.push_back(fmt::format("restart {:g} s", *s.restart_s));
     if (k == "allow_cross_node_tp" && s.allow_cross_node_tp)
       parts.push_back(*s.allow_cross_node_tp ? "TP may cross nodes" : "TP within a node");
     for (auto [key, v] : {std::pair{"tp", &s.tp}, std::pair{"pp", &s.pp}, std::pair{"cp", &s.cp},
@@ -262,6 +276,11 @@ nlohmann::json column_json(const ScenarioColumn& c) {
                {"mfu", e.mfu},
                {"bubble_fraction", e.bubble_fraction},
                {"peak_memory_gib", e.memory_peak.total_bytes() / units::kGiB}};
+  if (c.has_reliability)
+    j["reliability"] = {
+        {"job_mtbf_s", c.job_mtbf_s},       {"checkpoint_s", c.checkpoint_s},
+        {"restart_s", c.restart_s},         {"checkpoint_interval_s", c.checkpoint_interval_s},
+        {"lost_fraction", c.lost_fraction}, {"goodput_tokens_per_s", c.goodput_tokens_per_s}};
   return j;
 }
 
@@ -329,6 +348,9 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
     if (s.nic_gbps) hw.scale_out.nic_gbps = *s.nic_gbps;
     if (s.nvlink_gbps) hw.node.nvlink_gbps_per_direction = *s.nvlink_gbps;
     if (s.collective_algorithm) hw.collective_algorithm = *s.collective_algorithm;
+    if (s.mtbf_per_gpu_hours) hw.mtbf_per_gpu_hours = *s.mtbf_per_gpu_hours;
+    if (s.checkpoint_write_gbps_per_node)
+      hw.checkpoint_write_gbps_per_node = *s.checkpoint_write_gbps_per_node;
     Workload w;
     w.seq_len = s.seq.value_or(2048);
     w.global_batch = s.gbs.value_or(1536);
@@ -372,6 +394,21 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
     if (!r.top.empty()) {
       c.found = true;
       c.best = make_row(model, w, r.top.front());
+      if (hw.mtbf_per_gpu_hours && hw.checkpoint_write_gbps_per_node) {
+        // A checkpoint holds the 16-bit weights and the fp32 optimizer state (master weights,
+        // Adam m and v): 2 + 12 bytes per parameter, written by every node in parallel.
+        const double bytes = 14.0 * static_cast<double>(count_params(model).total());
+        c.has_reliability = true;
+        c.checkpoint_s =
+            bytes / (*hw.checkpoint_write_gbps_per_node * units::kGBps * cluster.nodes());
+        c.restart_s = s.restart_s.value_or(c.checkpoint_s);
+        c.job_mtbf_s = job_mtbf_s(*hw.mtbf_per_gpu_hours, cluster.num_gpus);
+        c.checkpoint_interval_s = young_interval_s(c.checkpoint_s, c.job_mtbf_s);
+        c.lost_fraction =
+            std::min(1.0, checkpoint_waste_fraction(c.checkpoint_s, c.checkpoint_interval_s,
+                                                    c.restart_s, c.job_mtbf_s));
+        c.goodput_tokens_per_s = c.best.estimate.tokens_per_s * (1.0 - c.lost_fraction);
+      }
     } else {
       int k = 0;
       for (int q = 1; q < kNumRejections; ++q)

@@ -28,6 +28,9 @@ struct ScenarioSettings {
   std::optional<int64_t> seq, gbs;
   std::optional<std::string> precision, objective, framework, sp, collective_algorithm;
   std::optional<double> memory_margin, nic_gbps, nvlink_gbps;
+  // Failure rate and checkpointing: MTBF per GPU, checkpoint write bandwidth per node (GB/s),
+  // time to restart after a failure (default: reading the checkpoint back at the write rate).
+  std::optional<double> mtbf_per_gpu_hours, checkpoint_write_gbps_per_node, restart_s;
   std::optional<bool> allow_cross_node_tp;
   std::optional<std::vector<int>> tp, pp, cp, ep, vpp, mbs, zero;
   std::optional<std::vector<std::string>> recompute, schedule;

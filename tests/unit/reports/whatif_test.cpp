@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -41,7 +42,7 @@ TEST(Whatif, ExamplesLoad) {
     EXPECT_FALSE(f.variations.empty()) << entry.path();
     EXPECT_FALSE(f.title.empty());
   }
-  EXPECT_EQ(files, 5);
+  EXPECT_EQ(files, 6);
   const ScenarioFile g = load_scenarios(examples() + "gpu-generations.yaml");
   EXPECT_EQ(g.base.name, "A100 80GB");
   ASSERT_EQ(g.variations.size(), 2u);
@@ -138,6 +139,40 @@ TEST(Whatif, PinnedCollectiveAlgorithmAppliesWhereItCan) {
   hw.collective_algorithm = "";
   const CollectiveCost fastest = collective_cost(hw, CollectiveOp::kAllReduce, 1e9, across);
   EXPECT_LE(fastest.time_s, ring);
+}
+
+}  // namespace
+}  // namespace dtplan::reports
+
+namespace dtplan::reports {
+namespace {
+
+// Failure-rate columns against a hand computation: job MTBF = per-GPU MTBF / GPUs; a checkpoint
+// of 14 B/param (16-bit weights + fp32 master, Adam m, v) written by all nodes at once; Young's
+// interval sqrt(2 delta M) (Young 1974); lost share delta/tau + (tau/2 + restart)/M.
+TEST(Whatif, FailureRateStudyMatchesAHandComputation) {
+  const WhatifData d = run_whatif(load_scenarios(examples() + "failure-rate.yaml"), 2);
+  ASSERT_EQ(d.columns.size(), 4u);
+  const double params = 174.6e9;  // GPT-3 175B as the zoo counts it (dtplan list models)
+  const double mtbf[] = {50600, 12650, 50600, 50600}, gbps[] = {5, 5, 20, 5};
+  for (size_t i = 0; i < 4; ++i) {
+    const ScenarioColumn& c = d.columns[i];
+    ASSERT_TRUE(c.found && c.has_reliability) << c.name;
+    const double m = mtbf[i] * 3600 / 1024;
+    const double delta = 14 * params / (gbps[i] * 1e9 * 128);
+    const double restart = i == 3 ? 1800 : delta;
+    const double tau = std::sqrt(2 * delta * m);
+    const double lost = delta / tau + (tau / 2 + restart) / m;
+    EXPECT_NEAR(c.job_mtbf_s, m, 1e-9 * m) << c.name;
+    EXPECT_NEAR(c.checkpoint_s, delta, 1e-3 * delta) << c.name;
+    EXPECT_NEAR(c.checkpoint_interval_s, tau, 1e-3 * tau) << c.name;
+    EXPECT_NEAR(c.lost_fraction, lost, 1e-3 * lost) << c.name;
+    EXPECT_NEAR(c.goodput_tokens_per_s, c.best.estimate.tokens_per_s * (1 - c.lost_fraction), 1e-6);
+  }
+  // More failures or slower restarts lose more; faster checkpoints lose less.
+  EXPECT_GT(d.columns[1].lost_fraction, d.columns[0].lost_fraction);
+  EXPECT_LT(d.columns[2].lost_fraction, d.columns[0].lost_fraction);
+  EXPECT_GT(d.columns[3].lost_fraction, d.columns[0].lost_fraction);
 }
 
 }  // namespace
