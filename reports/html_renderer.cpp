@@ -257,7 +257,7 @@ std::string render_report_html(const ReportData& d) {
     Gantt g;
     g.title = "Recommended plan: one step's pipeline, simulated";
     g.unit = "seconds from the step's start";
-    g.kinds = {"forward", "backward (with recomputation)"};
+    g.kinds = {"forward", "backward"};
     const Timeline& t = d.timeline;
     for (int s = 0; s < t.stages; ++s) g.lanes.push_back(fmt::format("stage {}", s));
     for (const auto& task : t.tasks)
@@ -265,6 +265,25 @@ std::string render_report_html(const ReportData& d) {
     g.end = t.makespan_s;
     if (!t.available) g.lanes.push_back("(not simulated)");
     figure(o, "chart-timeline", gantt_svg(g), t.note);
+    // The warm-up up close: until a while after stage 0 starts its first backward, where the
+    // schedule's bubble shows.
+    double first_b = t.makespan_s;
+    for (const auto& task : t.tasks)
+      if (task.stage == 0 && task.kind != 'F') first_b = std::min(first_b, task.end_s);
+    const double zoom = std::min(t.makespan_s, 1.6 * first_b);
+    if (t.available && zoom < 0.8 * t.makespan_s) {
+      Gantt z = g;
+      z.title = "The same pipeline up close: the warm-up";
+      z.tasks.clear();
+      for (const auto& task : g.tasks)
+        if (task.start < zoom)
+          z.tasks.push_back({task.lane, task.kind, task.start, std::min(task.end, zoom)});
+      z.end = zoom;
+      figure(o, "chart-timeline-warmup", gantt_svg(z),
+             fmt::format("The first {:.3f} s of the step: forwards fill the pipeline stage by "
+                         "stage; the idle gaps are the bubble.",
+                         zoom));
+    }
   }
 
   o += "<h2 id=\"derivations\">How the numbers come about</h2>\n<p>Each headline number of the "
