@@ -2,6 +2,7 @@
 // HTML; each chart's data is a table.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cmath>
 #include <iterator>
 
@@ -22,8 +23,18 @@ void table(std::string& o, const std::vector<std::string>& header,
            const std::vector<std::vector<std::string>>& rows) {
   o += "|";
   for (const auto& h : header) o += " " + h + " |";
+  // Right-align a column whose cells are all numbers (possibly bold or signed), else left.
+  auto numeric = [](const std::string& cell) {
+    size_t i = cell.rfind("**", 0) == 0 ? 2 : 0;
+    if (i < cell.size() && (cell[i] == '+' || cell[i] == '-')) ++i;
+    return i < cell.size() && std::isdigit(static_cast<unsigned char>(cell[i]));
+  };
   o += "\n|";
-  for (size_t i = 0; i < header.size(); ++i) o += i == 0 ? " --- |" : " ---: |";
+  for (size_t i = 0; i < header.size(); ++i) {
+    bool right = i > 0 && !rows.empty();
+    for (const auto& r : rows) right = right && i < r.size() && (numeric(r[i]) || r[i] == "-");
+    o += right ? " ---: |" : " --- |";
+  }
   o += "\n";
   for (const auto& r : rows) {
     o += "|";
