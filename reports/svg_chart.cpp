@@ -300,7 +300,10 @@ std::string heatmap_svg(const Heatmap& c) {
 std::string gantt_svg(const Gantt& c) {
   const double width = 1000, left = 80, right = 20, lane_h = 18, gap = 4;
   const double pw = width - left - right;
-  const double lh = legend_height(c.kinds, pw);
+  // Kinds, plus one for columns where several kinds alternate faster than a pixel.
+  std::vector<std::string> names = c.kinds;
+  if (names.size() > 1) names.push_back("mixed (alternating faster than drawn)");
+  const double lh = legend_height(names, pw);
   const double top = 30 + lh + 10;
   const double n = static_cast<double>(c.lanes.size());
   const double height = top + n * (lane_h + gap) + 40;
@@ -311,7 +314,7 @@ std::string gantt_svg(const Gantt& c) {
   std::string o;
   o.reserve(4096 + c.tasks.size() * 64);
   open_svg(o, width, height, c.title);
-  legend(o, c.kinds, left, 44, pw);
+  legend(o, names, left, 44, pw);
   auto out = std::back_inserter(o);
   const double bottom = top + n * (lane_h + gap);
   for (double t = 0; t <= ax + step / 2; t += step)
@@ -326,29 +329,54 @@ std::string gantt_svg(const Gantt& c) {
     fmt::format_to(out, "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>", left - 6,
                    top + static_cast<double>(i) * (lane_h + gap) + lane_h * 0.75,
                    html_escape(c.lanes[i]));
-  // Per lane and kind, merge tasks that touch within half a pixel.
-  std::vector<GanttTask> tasks = c.tasks;
-  std::sort(tasks.begin(), tasks.end(), [](const GanttTask& a, const GanttTask& b) {
-    return a.lane != b.lane ? a.lane < b.lane : a.start < b.start;
-  });
-  const double half_px = 0.5 * ax / pw;
-  size_t i = 0;
-  // One <g> per kind keeps the fill out of every rect.
-  std::vector<std::string> by_kind(std::max<size_t>(1, c.kinds.size()));
-  while (i < tasks.size()) {
-    GanttTask run = tasks[i];
-    size_t j = i + 1;
-    while (j < tasks.size() && tasks[j].lane == run.lane && tasks[j].kind == run.kind &&
-           tasks[j].start <= run.end + half_px) {
-      run.end = std::max(run.end, tasks[j].end);
-      ++j;
+  // Columns of a pixel or more: each shows the kind that kept the lane busy for three quarters of
+  // what it was busy, "mixed" when kinds alternate within it, idle when busy less than half of it;
+  // runs of one kind become one rect. The size is bounded by lanes x columns whatever the tasks. At
+  // most about 6,000 columns over all lanes (a deep pipeline gets coarser columns).
+  const int cols = std::clamp(static_cast<int>(6000 / std::max<size_t>(1, c.lanes.size())), 60,
+                              static_cast<int>(pw));
+  const size_t kinds = std::max<size_t>(1, c.kinds.size());
+  const double col_s = ax / cols;
+  std::vector<std::string> by_kind(names.size() > kinds ? kinds + 1 : kinds);
+  std::vector<double> busy(static_cast<size_t>(cols) * kinds);
+  for (size_t lane = 0; lane < c.lanes.size(); ++lane) {
+    std::fill(busy.begin(), busy.end(), 0.0);
+    for (const auto& t : c.tasks) {
+      if (t.lane != static_cast<int>(lane) || !(t.end > t.start)) continue;
+      const size_t k = static_cast<size_t>(std::max(0, t.kind)) % kinds;
+      const int first = std::clamp(static_cast<int>(t.start / col_s), 0, cols - 1);
+      const int last = std::clamp(static_cast<int>(t.end / col_s), 0, cols - 1);
+      for (int j = first; j <= last; ++j) {
+        const double lo = std::max(t.start, j * col_s), hi = std::min(t.end, (j + 1) * col_s);
+        if (hi > lo) busy[static_cast<size_t>(j) * kinds + k] += hi - lo;
+      }
     }
-    const size_t k = static_cast<size_t>(std::max(0, run.kind)) % by_kind.size();
-    fmt::format_to(std::back_inserter(by_kind[k]),
-                   "<rect x=\"{:.1f}\" y=\"{:.0f}\" width=\"{:.2f}\" height=\"{:.0f}\"/>",
-                   X(run.start), top + run.lane * (lane_h + gap),
-                   std::max(0.3, X(run.end) - X(run.start)), lane_h);
-    i = j;
+    auto kind_at = [&](int j) {
+      int best = -1;
+      double total = 0, most = 0;
+      for (size_t k = 0; k < kinds; ++k) {
+        const double b = busy[static_cast<size_t>(j) * kinds + k];
+        total += b;
+        if (b > most) {
+          most = b;
+          best = static_cast<int>(k);
+        }
+      }
+      if (total < 0.5 * col_s) return -1;
+      return most >= 0.75 * total || by_kind.size() == kinds ? best : static_cast<int>(kinds);
+    };
+    int j = 0;
+    while (j < cols) {
+      const int k = kind_at(j);
+      int run_end = j + 1;
+      while (run_end < cols && kind_at(run_end) == k) ++run_end;
+      if (k >= 0)
+        fmt::format_to(std::back_inserter(by_kind[static_cast<size_t>(k)]),
+                       "<rect x=\"{:.1f}\" y=\"{:.0f}\" width=\"{:.1f}\" height=\"{:.0f}\"/>",
+                       X(j * col_s), top + static_cast<double>(lane) * (lane_h + gap),
+                       X(run_end * col_s) - X(j * col_s), lane_h);
+      j = run_end;
+    }
   }
   for (size_t k = 0; k < by_kind.size(); ++k)
     fmt::format_to(out, "<g fill=\"{}\">{}</g>", chart_colour(static_cast<int>(k)), by_kind[k]);

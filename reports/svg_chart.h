@@ -55,8 +55,9 @@ struct Gantt {
   std::vector<GanttTask> tasks;
   double end = 0;
 };
-// Tasks narrower than half a pixel next to one of the same kind are merged, so the size stays
-// bounded for long pipelines.
+// Drawn in columns (a pixel, or coarser for many lanes: about 6,000 columns in all): each shows
+// the kind that kept its lane busy, or "mixed" when kinds alternate within it, and runs of one
+// kind are one rect, so the size is bounded however many tasks there are.
 std::string gantt_svg(const Gantt& chart);
 
 // The colour the charts give to series `i` (also used by the HTML legend tables).
