@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 
@@ -26,7 +27,8 @@ std::vector<std::pair<std::string, double>> step_components(const Estimate& e) {
                                                      {"recompute", e.recompute_s}};
   for (int d = 0; d < kCommDims; ++d) {
     std::string name = kCommDimNames[d];
-    std::transform(name.begin(), name.end(), name.begin(), ::toupper);
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
     out.emplace_back("exposed " + name + " comm", e.exposed_comm_s[d]);
   }
   out.emplace_back("pipeline bubble", e.bubble_s);
