@@ -81,6 +81,13 @@ passed=$((passed + 1))
 grep -q "ranks differently" from.err && fail "--from re-ran a different search"
 best=$(python3 -c 'import json;p=json.load(open("s.json"))["top"][0]["plan"];print("TP%d PP%d DP%d" % (p["tp"], p["pp"], p["dp"]))')
 grep -A2 '^## Recommended plan' from.md | grep -q "\*\*$best" || fail "--from: recommended plan is not $best"
+# A file from before searches recorded their flags: the whole space is searched again.
+python3 -c 'import json;j=json.load(open("s.json"));del j["flags"];json.dump(j,open("old.json","w"))'
+"$bin" report --from old.json --out old.md 2> /dev/null
+grep -q '^## Recommended plan' old.md || fail "--from an older search file"
+# whatif without --out: Markdown on stdout.
+"$bin" whatif "$root/examples/whatif/gpu-generations.yaml" > stdout.md
+$check md stdout.md
 passed=$((passed + 1))
 
 # Bad input: named flags and file:line:col.
