@@ -130,6 +130,23 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
                            e.memory_peak.grads_bytes));
   out.push_back(state_term("optimizer state (fp32 master, Adam m and v)", 12.0, 1, m, p, rank,
                            e.memory_peak.optimizer_bytes));
+  {
+    const StageMemory& sm = e.memory_peak;
+    Derivation d;
+    d.quantity = fmt::format("memory per GPU (pipeline stage {}, the most loaded)", rank);
+    d.formula =
+        "weights + gradients + optimizer state + activations (in-flight micro-batches, schedule) "
+        "+ buffers (CUDA context, NCCL, gathered ZeRO-3 layers)";
+    d.value = sm.weights_bytes + sm.grads_bytes + sm.optimizer_bytes + sm.activations_bytes +
+              sm.buffers_bytes;
+    d.substituted = fmt::format("{} + {} + {} + {} + {}, of {:.0f} GiB HBM",
+                                human_bytes(sm.weights_bytes), human_bytes(sm.grads_bytes),
+                                human_bytes(sm.optimizer_bytes), human_bytes(sm.activations_bytes),
+                                human_bytes(sm.buffers_bytes), hw.gpu.memory_gib);
+    d.result = fmt::format("{} ({:.1f} GiB)", human_bytes(d.value), d.value / units::kGiB);
+    d.estimator_value = sm.total_bytes();
+    out.push_back(d);
+  }
 
   // Data-parallel communication of the busiest stage, per GPU per step.
   const Placements groups = place_groups(p, hw, c.num_gpus);
