@@ -130,6 +130,57 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
                            e.memory_peak.grads_bytes));
   out.push_back(state_term("optimizer state (fp32 master, Adam m and v)", 12.0, 1, m, p, rank,
                            e.memory_peak.optimizer_bytes));
+  // Activations of that stage (not for partial full recomputation, whose layer mix is long to
+  // spell out): memory_model.cpp's terms from its public pieces.
+  if (!(p.recompute == Recompute::kFull && p.recompute_layers > 0)) {
+    const IPipelineSchedule* sched = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
+    const RankLayers l = layers_on_rank(m, p, rank);
+    const double inflight =
+        sched ? sched->inflight_microbatches(rank, p.pp, p.vpp, p.num_microbatches()) : 1;
+    const double tokens = static_cast<double>(p.mbs) * w.seq_len / p.cp;
+    const double sp_div = p.sp ? p.tp : 1;
+    const double h = static_cast<double>(m.hidden);
+    const bool full = p.recompute == Recompute::kFull;
+    Plan none = p;
+    none.recompute = Recompute::kNone;
+    const double dense = full ? tokens * 2.0 * h / sp_div : layer_activation_bytes(m, w, p, false);
+    const double moe = m.moe && !full ? layer_activation_bytes(m, w, p, true) : dense;
+    const double per_mb = l.dense * dense + l.moe * moe;
+    double extra = 0;
+    std::string extra_text;
+    if (full) {
+      const double one = std::max(layer_activation_bytes(m, w, none, false),
+                                  m.moe ? layer_activation_bytes(m, w, none, true) : 0.0);
+      extra += one;
+      extra_text += fmt::format(" + one layer recomputed in full {}", human_bytes(one));
+    }
+    if (rank == 0) {
+      const double mask = inflight * tokens * h / sp_div;
+      extra += mask;
+      extra_text += fmt::format(" + embedding dropout masks {}", human_bytes(mask));
+    }
+    if (rank == p.pp - 1) {
+      const double logits =
+          tokens * static_cast<double>(m.vocab) / p.tp * (2 + 4) + tokens * 2.0 * h / sp_div;
+      extra += logits;
+      extra_text += fmt::format(" + logits and loss scratch {}", human_bytes(logits));
+    }
+    Derivation d;
+    d.quantity = fmt::format("activations per GPU (pipeline stage {})", rank);
+    d.formula = full ? "in-flight micro-batches x layers x layer input (2 B x tokens x h / SP) + "
+                       "one layer's full activations + stage extras"
+                     : "in-flight micro-batches (schedule) x layers x bytes per layer and "
+                       "micro-batch (Korthikanti et al. 2022 terms) + stage extras";
+    d.value = inflight * per_mb + extra;
+    d.substituted =
+        l.moe > 0 && !full
+            ? fmt::format("{:g} x ({} dense x {} + {} MoE x {}){}", inflight, l.dense,
+                          human_bytes(dense), l.moe, human_bytes(moe), extra_text)
+            : fmt::format("{:g} x {} x {}{}", inflight, l.total(), human_bytes(dense), extra_text);
+    d.result = human_bytes(d.value);
+    d.estimator_value = e.memory_peak.activations_bytes;
+    out.push_back(d);
+  }
   {
     const StageMemory& sm = e.memory_peak;
     Derivation d;

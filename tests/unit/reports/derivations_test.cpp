@@ -64,9 +64,10 @@ TEST(Derivations, EveryFormulaEqualsTheEstimatorsFigure) {
     ASSERT_TRUE(validate_schedule(p).empty()) << p.describe();
     const Estimate e = estimate(m, cl, w, p);
     const auto ds = derive(m, cl, w, p, e);
-    // Step time, tokens/s, MFU, three model-state terms and the stage total; DP traffic (+ its
-    // collective) when the data-parallel group has more than one rank; the bubble when pipelined.
-    size_t expected = 7 + (p.dp > 1 ? (p.zero == 3 ? 1 : 2) : 0) + (p.pp > 1 ? 1 : 0);
+    // Step time, tokens/s, MFU, three model-state terms, activations and the stage total; DP
+    // traffic (+ its collective) when the data-parallel group has more than one rank; the bubble
+    // when pipelined.
+    size_t expected = 8 + (p.dp > 1 ? (p.zero == 3 ? 1 : 2) : 0) + (p.pp > 1 ? 1 : 0);
     EXPECT_EQ(ds.size(), expected) << p.describe();
     for (const auto& d : ds) {
       EXPECT_GT(d.estimator_value, 0) << d.quantity << " of " << p.describe();
