@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
 #include "cli/options.h"
+#include "cli/search_options.h"
 #include "core/atomic_file.h"
 #include "core/catalog.h"
 #include "core/error.h"
@@ -19,48 +20,6 @@
 namespace dtplan::cli {
 
 namespace {
-
-// "8", "2,4,8" or "4-16" (every integer in the range; the search keeps the feasible ones).
-std::vector<int> parse_int_set(const std::string& text, const std::string& flag) {
-  std::vector<int> out;
-  if (text.empty()) return out;
-  std::stringstream ss(text);
-  std::string item;
-  auto to_int = [&](const std::string& s) {
-    try {
-      size_t used = 0;
-      const int v = std::stoi(s, &used);
-      if (used != s.size() || v < 0) throw std::invalid_argument(s);
-      return v;
-    } catch (const std::exception&) {
-      throw InputError({}, flag,
-                       fmt::format("'{}' is not a non-negative integer, a list (2,4,8) "
-                                   "or a range (4-16)",
-                                   text));
-    }
-  };
-  while (std::getline(ss, item, ',')) {
-    const auto dash = item.find('-');
-    if (dash == std::string::npos) {
-      out.push_back(to_int(item));
-    } else {
-      const int lo = to_int(item.substr(0, dash)), hi = to_int(item.substr(dash + 1));
-      if (lo > hi || hi - lo > 100000)
-        throw InputError({}, flag, fmt::format("range '{}' is empty or too wide", item));
-      for (int v = lo; v <= hi; ++v) out.push_back(v);
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
 
 std::string layout(const Plan& p) {
   return fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>9} {:>4} {:<11}", p.tp,
@@ -72,61 +31,13 @@ std::string layout(const Plan& p) {
 
 void register_search(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand("search", "Search every feasible parallel layout and rank them");
-  static SpecOptions spec;
-  static std::string tp, pp, cp, ep, etp, vpp, mbs, zero, recompute, schedule, sp = "auto";
-  static std::string objective = "step_time", framework = "megatron", csv, out, precision = "bf16";
-  static int64_t gbs = 0, gbs_tokens = 0, seq = 2048;
-  static int top = 10, threads = 0, refine = 0;
-  static double margin = 0.10;
-  static bool cross_node_tp = false, json = false;
-  add_spec_options(*cmd, spec);
-  const char* g = "Search space (pins narrow it: 8, 2,4,8 or 4-16)";
-  cmd->add_option("--tp", tp, "Tensor-parallel sizes")->group(g);
-  cmd->add_option("--pp", pp, "Pipeline-parallel sizes")->group(g);
-  cmd->add_option("--cp", cp, "Context-parallel sizes")->group(g);
-  cmd->add_option("--ep", ep, "Expert-parallel sizes")->group(g);
-  cmd->add_option("--etp", etp, "Expert tensor-parallel sizes")->group(g);
-  cmd->add_option("--vpp", vpp, "Virtual pipeline stages")->group(g);
-  cmd->add_option("--mbs", mbs, "Micro-batch sizes (default 1,2,4,8,16)")->group(g);
-  cmd->add_option("--zero", zero, "ZeRO stages (default 0-3)")->group(g);
-  cmd->add_option("--recompute", recompute, "none,selective,full (default all)")->group(g);
-  cmd->add_option("--schedule", schedule, "Pipeline schedules (default all registered)")->group(g);
-  cmd->add_option("--sp", sp, "Sequence parallelism: auto (with TP), on, off")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->group(g);
-  const char* wg = "Workload";
-  cmd->add_option("--gbs,--global-batch-size", gbs, "Global batch (sequences)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
-      ->group(wg);
-  cmd->add_option("--gbs-tokens", gbs_tokens, "Global batch in tokens")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50))
-      ->excludes("--gbs")
-      ->group(wg);
-  cmd->add_option("--seq,--seq-length", seq, "Sequence length")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
-      ->capture_default_str()
-      ->group(wg);
-  cmd->add_option("--precision", precision, "Training precision")
-      ->check(CLI::IsMember({"bf16", "fp16", "fp8"}))
-      ->capture_default_str()
-      ->group(wg);
-  cmd->add_option("--top", top, "How many plans to rank")
-      ->check(CLI::Range(1, 10000))
-      ->capture_default_str();
-  cmd->add_option("--objective", objective, "step_time | cost | mfu | memory")
-      ->check(CLI::IsMember(objective_names()))
-      ->capture_default_str();
-  cmd->add_option("--memory-margin", margin, "Share of HBM kept free")
-      ->check(CLI::Range(0.0, 0.9))
-      ->capture_default_str();
-  cmd->add_option("--framework", framework, "Refuse what this framework cannot express")
-      ->check(CLI::IsMember(framework_names()))
-      ->capture_default_str();
-  cmd->add_flag("--allow-cross-node-tp", cross_node_tp, "Allow TP beyond the NVLink domain");
+  static SearchFlags flags;
+  static int refine = 0;
+  static bool json = false;
+  static std::string csv, out;
+  add_search_flags(*cmd, flags);
   cmd->add_option("--refine", refine, "Re-rank the best K plans with the discrete-event simulator")
       ->check(CLI::Range(0, 10000));
-  cmd->add_option("--threads", threads, "Search threads (default: all cores)")
-      ->check(CLI::Range(0, 1024));
   cmd->add_flag("--json", json, "Machine-readable output");
   cmd->add_option("--csv", csv,
                   "Also write the ranked plans as CSV (NeMo auto-configurator columns)");
@@ -135,69 +46,20 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       "With no model or cluster flag, searches the built-in example: GPT-3 175B on 32 DGX A100 "
       "80GB nodes (256 GPUs), batch 1536 x 2048 tokens.");
   cmd->callback([&ctx, cmd] {
-    if (cmd->count("--model") + cmd->count("--cluster") + cmd->count("--gpus") == 0) {
-      spec.model = "gpt3-175b";
-      spec.cluster = "dgx-a100-80g";
-      spec.gpus = 256;
-      if (gbs == 0 && gbs_tokens == 0) gbs = 1536;
+    if (no_spec_given(*cmd)) {
+      apply_builtin_example(flags);
       fmt::print(stderr,
                  "dtplan search: no model or cluster given; using the built-in example "
                  "(see --help)\n");
     }
-    ModelSpec model = load_model(spec.model);
-    Cluster cluster = load_cluster(spec.cluster, spec.gpus);
-    Workload w;
-    w.seq_len = seq;
-    w.precision = *parse_precision(precision);
-    w.global_batch = gbs > 0 ? gbs : 1536;
-    if (gbs_tokens > 0) {
-      if (gbs_tokens % seq != 0)
-        throw InputError({}, "--gbs-tokens",
-                         fmt::format("{} tokens are not a whole number of "
-                                     "sequences of {}",
-                                     gbs_tokens, seq));
-      w.global_batch = gbs_tokens / seq;
-    }
-    SearchSpace space;
-    space.tp = parse_int_set(tp, "--tp");
-    space.pp = parse_int_set(pp, "--pp");
-    space.cp = parse_int_set(cp, "--cp");
-    space.ep = parse_int_set(ep, "--ep");
-    space.etp = parse_int_set(etp, "--etp");
-    space.vpp = parse_int_set(vpp, "--vpp");
-    space.mbs = parse_int_set(mbs, "--mbs");
-    space.zero = parse_int_set(zero, "--zero");
-    for (int z : space.zero)
-      if (z > 3)
-        throw InputError({}, "--zero", fmt::format("ZeRO stage {} does not exist (0-3)", z));
-    for (const auto& r : split(recompute)) {
-      if (r == "none")
-        space.recompute.push_back(Recompute::kNone);
-      else if (r == "selective")
-        space.recompute.push_back(Recompute::kSelective);
-      else if (r == "full")
-        space.recompute.push_back(Recompute::kFull);
-      else
-        throw InputError({}, "--recompute", fmt::format("'{}' is not none, selective or full", r));
-    }
-    const auto names = schedule_names();
-    for (const auto& s : split(schedule)) {
-      if (std::find(names.begin(), names.end(), s) == names.end())
-        throw InputError({}, "--schedule",
-                         fmt::format("unknown schedule '{}'{}", s,
-                                     did_you_mean(s, std::span<const std::string>(names))));
-      space.schedules.push_back(s);
-    }
-    if (sp != "auto") space.sp = sp == "on";
-    SearchOptions opt;
-    opt.objective = static_cast<Objective>(
-        std::find(objective_names().begin(), objective_names().end(), objective) -
-        objective_names().begin());
-    opt.top_k = top;
-    opt.memory_margin = margin;
-    opt.framework = parse_framework(framework);
-    opt.allow_cross_node_tp = cross_node_tp;
-    opt.threads = threads;
+    SearchSetup setup = make_search_setup(flags);
+    const ModelSpec& model = setup.model;
+    const Cluster& cluster = setup.cluster;
+    const Workload& w = setup.workload;
+    SearchOptions& opt = setup.options;
+    const std::string& precision = flags.precision;
+    const std::string& objective = flags.objective;
+    const std::string& framework = flags.framework;
     if (opt.objective == Objective::kCost && !cluster.profile.usd_per_gpu_hour)
       fmt::print(stderr, "dtplan search: profile {} has no price; cost is in GPU-hours per step\n",
                  cluster.profile.name);
@@ -218,7 +80,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       };
     }
     AnalyticEvaluator evaluator;
-    SearchResult r = search(model, cluster, w, space, opt, evaluator);
+    SearchResult r = search(model, cluster, w, setup.space, opt, evaluator);
     if (drew) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
     if (refine > 0) refine_top(r, model, cluster, w, opt, DesEvaluator{}, refine);
 
@@ -226,40 +88,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     auto o = std::back_inserter(text);
     const double gib = units::kGiB;
     if (json) {
-      nlohmann::json j;
-      j["model"] = model.name;
-      j["cluster"] = {{"profile", cluster.profile.name}, {"gpus", cluster.num_gpus}};
-      j["workload"] = {{"seq", w.seq_len}, {"gbs", w.global_batch}, {"precision", precision}};
-      j["objective"] = objective;
-      j["evaluator"] = evaluator.name();
-      j["refined_with_des"] = refine;
-      j["framework"] = framework;
-      j["stats"] = {{"enumerated", r.enumerated}, {"evaluated", r.evaluated},
-                    {"feasible", r.feasible},     {"exhausted", r.exhausted},
-                    {"elapsed_s", r.elapsed_s},   {"plans_per_s", r.plans_per_s()},
-                    {"threads", r.threads}};
-      nlohmann::json rej = nlohmann::json::array();
-      for (int k = 0; k < kNumRejections; ++k)
-        if (r.rejected[static_cast<size_t>(k)] > 0)
-          rej.push_back({{"reason", describe(static_cast<Rejection>(k))},
-                         {"count", r.rejected[static_cast<size_t>(k)]},
-                         {"example", r.example[static_cast<size_t>(k)]}});
-      j["rejected"] = rej;
-      auto cand_json = [&](const Candidate& c, int rank) {
-        Resolved res{model, cluster, w, c.plan};
-        nlohmann::json cj = estimate_to_json(res, c.estimate, FlopsConvention::kCausalHalf);
-        cj["rank"] = rank;
-        cj["objective_value"] = c.objective;
-        return cj;
-      };
-      j["top"] = nlohmann::json::array();
-      for (size_t i = 0; i < r.top.size(); ++i)
-        j["top"].push_back(cand_json(r.top[i], static_cast<int>(i + 1)));
-      j["pareto"] = nlohmann::json::array();
-      for (const auto& c : r.pareto)
-        j["pareto"].push_back({{"layout", c.plan.describe()},
-                               {"step_time_s", c.estimate.step_time_s},
-                               {"peak_memory_gib", c.estimate.memory_peak.total_bytes() / gib}});
+      const nlohmann::json j = search_to_json(flags, setup, r, evaluator.name(), refine);
       text = j.dump(2) + "\n";
     } else {
       fmt::format_to(

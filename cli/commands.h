@@ -21,5 +21,7 @@ void register_search(CLI::App& app, CommandContext& ctx);
 void register_launch(CLI::App& app, CommandContext& ctx);
 void register_simulate(CLI::App& app, CommandContext& ctx);
 void register_calibrate(CLI::App& app, CommandContext& ctx);
+void register_report(CLI::App& app, CommandContext& ctx);
+void register_whatif(CLI::App& app, CommandContext& ctx);
 
 }  // namespace dtplan::cli

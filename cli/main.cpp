@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   dtplan::cli::register_launch(app, ctx);
   dtplan::cli::register_simulate(app, ctx);
   dtplan::cli::register_calibrate(app, ctx);
+  dtplan::cli::register_report(app, ctx);
+  dtplan::cli::register_whatif(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -53,6 +53,7 @@ struct Estimate {
   // Memory of the first, last and most-loaded pipeline stages (per GPU).
   StageMemory memory_first, memory_last, memory_peak;
   int peak_stage = 0;
+  int busiest_stage = 0;  // the pipeline rank with the most work, whose time the breakdown shows
   double memory_capacity_bytes = 0;
   bool fits = false;
 

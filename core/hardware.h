@@ -141,6 +141,10 @@ struct HardwareProfile {
   std::string price_source;
   EfficiencyParams efficiency;
   Calibration calibration;
+  // The collective algorithm every collective uses where it supports the operation, as
+  // NCCL_ALGO pins it ("ring", "tree", ... from `dtplan list collectives`); "" = the fastest
+  // registered one per call, as NCCL's tuner picks. Set by a what-if scenario (reports/).
+  std::string collective_algorithm;
 };
 
 HardwareProfile load_profile_file(const std::string& path);

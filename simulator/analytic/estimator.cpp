@@ -521,6 +521,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
                   20 * hw.efficiency.host_dispatch_us * 1e-6;
 
   // Breakdown of the busiest rank's time.
+  e.busiest_stage = busiest;
   const double busy = mb * busiest_t;
   e.bubble_s = std::max(0.0, pipe.total_s - busy);
   for (int d = 0; d < kCommDims; ++d) e.exposed_comm_s[d] = mb * busiest_exposed[d];

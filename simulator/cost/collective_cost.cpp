@@ -75,10 +75,22 @@ CollectiveCost collective_cost(const HardwareProfile& hw, CollectiveOp op, doubl
   }
   const LinkRates links = link_rates(hw, g);
   CollectiveCost out{std::numeric_limits<double>::infinity(), ""};
-  for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries()) {
-    if (!e.instance->supports(op)) continue;
-    double t = e.instance->time_s(op, bytes, g, links);
-    if (t < out.time_s) out = {t, e.name.c_str()};
+  // A pinned algorithm applies where it implements the call (NCCL_ALGO=Tree still runs
+  // all-gathers as rings; a hierarchical all-reduce needs several ranks on several nodes);
+  // elsewhere the fastest registered one.
+  if (!hw.collective_algorithm.empty()) {
+    for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries()) {
+      if (e.name != hw.collective_algorithm || !e.instance->supports(op)) continue;
+      const double t = e.instance->time_s(op, bytes, g, links);
+      if (std::isfinite(t) && t < 1e299) out = {t, e.name.c_str()};
+    }
+  }
+  if (!std::isfinite(out.time_s)) {
+    for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries()) {
+      if (!e.instance->supports(op)) continue;
+      double t = e.instance->time_s(op, bytes, g, links);
+      if (t < out.time_s) out = {t, e.name.c_str()};
+    }
   }
   if (!std::isfinite(out.time_s)) out = {0, "none"};
   out.time_s += hw.efficiency.collective_overhead_us * 1e-6;

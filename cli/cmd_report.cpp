@@ -1,0 +1,86 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <fstream>
+
+#include "cli/commands.h"
+#include "cli/search_options.h"
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "reports/renderers.h"
+#include "reports/report_builder.h"
+
+namespace dtplan::cli {
+
+void register_report(CLI::App& app, CommandContext& ctx) {
+  auto* cmd = app.add_subcommand(
+      "report",
+      "Write a capacity report (HTML or Markdown) from a search: ranked plans, charts, "
+      "derivations, alternatives");
+  static SearchFlags flags;
+  static std::string out, from;
+  static bool no_alternatives = false;
+  add_search_flags(*cmd, flags);
+  cmd->add_option("--out,-o", out, "The report file: .html (self-contained) or .md (Markdown)")
+      ->required();
+  cmd->add_option("--from", from,
+                  "Run the search a saved `dtplan search --json` file ran (its model, cluster, "
+                  "workload and pins) instead of the flags");
+  cmd->add_flag("--no-alternatives", no_alternatives,
+                "Skip the per-dimension alternatives and the TP x PP heatmap (faster)");
+  cmd->footer(
+      "With no model or cluster flag and no --from, reports on the built-in example: GPT-3 175B "
+      "on 32 DGX A100 80GB nodes (256 GPUs), batch 1536 x 2048 tokens.");
+  cmd->callback([&ctx, cmd] {
+    const reports::Format format = reports::format_from_path(out, "--out");
+    nlohmann::json saved;
+    if (!from.empty()) {
+      if (!no_spec_given(*cmd))
+        throw InputError({}, "--from",
+                         "takes the model, cluster and pins from the file; drop --model, "
+                         "--cluster and --gpus");
+      const int threads = flags.threads;
+      flags = search_flags_from_json(from);
+      flags.threads = threads;
+      std::ifstream in(from);
+      saved = nlohmann::json::parse(in, nullptr, false);
+    } else if (no_spec_given(*cmd)) {
+      apply_builtin_example(flags);
+      fmt::print(stderr,
+                 "dtplan report: no model or cluster given; using the built-in example (see "
+                 "--help)\n");
+    }
+    SearchSetup setup = make_search_setup(flags);
+    const SearchResult r = search(setup.model, setup.cluster, setup.workload, setup.space,
+                                  setup.options, AnalyticEvaluator{});
+    nlohmann::json source = search_to_json(flags, setup, r, "analytic", 0);
+    if (!from.empty() && saved.is_object()) {
+      // The saved ranking should be what the search gives again; say so when it is not (the
+      // model, profile or dtplan changed since it was saved).
+      const auto& top = saved["top"];
+      const bool same =
+          top.is_array() && !top.empty() && !r.top.empty() && top[0].contains("step_time_s") &&
+          std::fabs(top[0]["step_time_s"].get<double>() - r.top.front().estimate.step_time_s) <=
+              1e-9 * r.top.front().estimate.step_time_s;
+      if (!same)
+        fmt::print(stderr,
+                   "dtplan report: note: the search from {} ranks differently now (files or "
+                   "dtplan changed since it was saved); the report shows the new ranking\n",
+                   from);
+      source = saved;
+    }
+    reports::ReportOptions ropt;
+    ropt.alternatives = ropt.heatmap = !no_alternatives;
+    const reports::ReportData data =
+        reports::build_report(setup.model, setup.cluster, setup.workload, setup.space,
+                              setup.options, r, source.dump(2) + "\n", ropt);
+    write_file_atomic(out, reports::render_report(data, format));
+    fmt::print(stderr, "wrote {} ({} ranked plans, {} alternatives) in {:.2f} s\n", out,
+               data.top.size(), data.alternatives.size(), r.elapsed_s + data.generation_s);
+    if (r.top.empty()) fmt::print(stderr, "dtplan report: no plan fits; the report says why\n");
+    ctx.exit_code = r.top.empty() ? 2 : 0;
+  });
+}
+
+}  // namespace dtplan::cli

@@ -1,0 +1,41 @@
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "reports/renderers.h"
+#include "reports/whatif.h"
+
+namespace dtplan::cli {
+
+void register_whatif(CLI::App& app, CommandContext& ctx) {
+  auto* cmd = app.add_subcommand(
+      "whatif", "Compare the best plan under a base and named variations (scenarios YAML)");
+  static std::string file, out;
+  static int threads = 0;
+  cmd->add_option("scenarios", file, "Scenarios YAML (docs/file-formats.md)")->required();
+  cmd->add_option("--out,-o", out,
+                  "Write the study to this file: .html or .md (default: Markdown on stdout)");
+  cmd->add_option("--threads", threads, "Search threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->callback([&ctx] {
+    const reports::Format format =
+        out.empty() ? reports::Format::kMarkdown : reports::format_from_path(out, "--out");
+    const reports::ScenarioFile f = reports::load_scenarios(file);
+    const reports::WhatifData data = reports::run_whatif(f, threads);
+    const std::string text = reports::render_whatif(data, format);
+    if (out.empty()) {
+      fmt::print("{}", text);
+    } else {
+      write_file_atomic(out, text);
+      fmt::print(stderr, "wrote {} ({} scenarios) in {:.2f} s\n", out, data.columns.size(),
+                 data.generation_s);
+    }
+    int found = 0;
+    for (const auto& c : data.columns) found += c.found ? 1 : 0;
+    ctx.exit_code = found > 0 ? 0 : 2;
+  });
+}
+
+}  // namespace dtplan::cli

@@ -1,0 +1,301 @@
+#include "cli/search_options.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "cli/estimate_json.h"
+#include "core/catalog.h"
+#include "core/error.h"
+#include "simulator/analytic/estimator.h"
+
+namespace dtplan::cli {
+
+namespace {
+
+// "8", "2,4,8" or "4-16" (every integer in the range; the search keeps the feasible ones).
+std::vector<int> parse_int_set(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  if (text.empty()) return out;
+  std::stringstream ss(text);
+  std::string item;
+  auto to_int = [&](const std::string& s) {
+    try {
+      size_t used = 0;
+      const int v = std::stoi(s, &used);
+      if (used != s.size() || v < 0) throw std::invalid_argument(s);
+      return v;
+    } catch (const std::exception&) {
+      throw InputError({}, flag,
+                       fmt::format("'{}' is not a non-negative integer, a list (2,4,8) "
+                                   "or a range (4-16)",
+                                   text));
+    }
+  };
+  while (std::getline(ss, item, ',')) {
+    const auto dash = item.find('-');
+    if (dash == std::string::npos) {
+      out.push_back(to_int(item));
+    } else {
+      const int lo = to_int(item.substr(0, dash)), hi = to_int(item.substr(dash + 1));
+      if (lo > hi || hi - lo > 100000)
+        throw InputError({}, flag, fmt::format("range '{}' is empty or too wide", item));
+      for (int v = lo; v <= hi; ++v) out.push_back(v);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+void add_search_flags(CLI::App& cmd, SearchFlags& f) {
+  add_spec_options(cmd, f.spec);
+  const char* g = "Search space (pins narrow it: 8, 2,4,8 or 4-16)";
+  cmd.add_option("--tp", f.tp, "Tensor-parallel sizes")->group(g);
+  cmd.add_option("--pp", f.pp, "Pipeline-parallel sizes")->group(g);
+  cmd.add_option("--cp", f.cp, "Context-parallel sizes")->group(g);
+  cmd.add_option("--ep", f.ep, "Expert-parallel sizes")->group(g);
+  cmd.add_option("--etp", f.etp, "Expert tensor-parallel sizes")->group(g);
+  cmd.add_option("--vpp", f.vpp, "Virtual pipeline stages")->group(g);
+  cmd.add_option("--mbs", f.mbs, "Micro-batch sizes (default 1,2,4,8,16)")->group(g);
+  cmd.add_option("--zero", f.zero, "ZeRO stages (default 0-3)")->group(g);
+  cmd.add_option("--recompute", f.recompute, "none,selective,full (default all)")->group(g);
+  cmd.add_option("--schedule", f.schedule, "Pipeline schedules (default all registered)")->group(g);
+  cmd.add_option("--sp", f.sp, "Sequence parallelism: auto (with TP), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->group(g);
+  const char* wg = "Workload";
+  cmd.add_option("--gbs,--global-batch-size", f.gbs, "Global batch (sequences)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->group(wg);
+  cmd.add_option("--gbs-tokens", f.gbs_tokens, "Global batch in tokens")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50))
+      ->excludes("--gbs")
+      ->group(wg);
+  cmd.add_option("--seq,--seq-length", f.seq, "Sequence length")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str()
+      ->group(wg);
+  cmd.add_option("--precision", f.precision, "Training precision")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp8"}))
+      ->capture_default_str()
+      ->group(wg);
+  cmd.add_option("--top", f.top, "How many plans to rank")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  cmd.add_option("--objective", f.objective, "step_time | cost | mfu | memory")
+      ->check(CLI::IsMember(objective_names()))
+      ->capture_default_str();
+  cmd.add_option("--memory-margin", f.margin, "Share of HBM kept free")
+      ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  cmd.add_option("--framework", f.framework, "Refuse what this framework cannot express")
+      ->check(CLI::IsMember(framework_names()))
+      ->capture_default_str();
+  cmd.add_flag("--allow-cross-node-tp", f.cross_node_tp, "Allow TP beyond the NVLink domain");
+  cmd.add_option("--threads", f.threads, "Search threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+}
+
+bool no_spec_given(const CLI::App& cmd) {
+  return cmd.count("--model") + cmd.count("--cluster") + cmd.count("--gpus") == 0;
+}
+
+void apply_builtin_example(SearchFlags& f) {
+  f.spec.model = "gpt3-175b";
+  f.spec.cluster = "dgx-a100-80g";
+  f.spec.gpus = 256;
+  if (f.gbs == 0 && f.gbs_tokens == 0) f.gbs = 1536;
+}
+
+SearchSetup make_search_setup(const SearchFlags& f) {
+  SearchSetup s;
+  s.model = load_model(f.spec.model);
+  s.cluster = load_cluster(f.spec.cluster, f.spec.gpus);
+  Workload& w = s.workload;
+  w.seq_len = f.seq;
+  w.precision = *parse_precision(f.precision);
+  w.global_batch = f.gbs > 0 ? f.gbs : 1536;
+  if (f.gbs_tokens > 0) {
+    if (f.gbs_tokens % f.seq != 0)
+      throw InputError({}, "--gbs-tokens",
+                       fmt::format("{} tokens are not a whole number of "
+                                   "sequences of {}",
+                                   f.gbs_tokens, f.seq));
+    w.global_batch = f.gbs_tokens / f.seq;
+  }
+  SearchSpace& space = s.space;
+  space.tp = parse_int_set(f.tp, "--tp");
+  space.pp = parse_int_set(f.pp, "--pp");
+  space.cp = parse_int_set(f.cp, "--cp");
+  space.ep = parse_int_set(f.ep, "--ep");
+  space.etp = parse_int_set(f.etp, "--etp");
+  space.vpp = parse_int_set(f.vpp, "--vpp");
+  space.mbs = parse_int_set(f.mbs, "--mbs");
+  space.zero = parse_int_set(f.zero, "--zero");
+  for (int z : space.zero)
+    if (z > 3) throw InputError({}, "--zero", fmt::format("ZeRO stage {} does not exist (0-3)", z));
+  for (const auto& r : split(f.recompute)) {
+    if (r == "none")
+      space.recompute.push_back(Recompute::kNone);
+    else if (r == "selective")
+      space.recompute.push_back(Recompute::kSelective);
+    else if (r == "full")
+      space.recompute.push_back(Recompute::kFull);
+    else
+      throw InputError({}, "--recompute", fmt::format("'{}' is not none, selective or full", r));
+  }
+  const auto names = schedule_names();
+  for (const auto& sch : split(f.schedule)) {
+    if (std::find(names.begin(), names.end(), sch) == names.end())
+      throw InputError({}, "--schedule",
+                       fmt::format("unknown schedule '{}'{}", sch,
+                                   did_you_mean(sch, std::span<const std::string>(names))));
+    space.schedules.push_back(sch);
+  }
+  if (f.sp != "auto") space.sp = f.sp == "on";
+  SearchOptions& opt = s.options;
+  const auto& objs = objective_names();
+  const auto it = std::find(objs.begin(), objs.end(), f.objective);
+  if (it == objs.end())
+    throw InputError({}, "--objective", fmt::format("'{}' is not an objective", f.objective));
+  opt.objective = static_cast<Objective>(it - objs.begin());
+  opt.top_k = f.top;
+  opt.memory_margin = f.margin;
+  const auto& fws = framework_names();
+  if (std::find(fws.begin(), fws.end(), f.framework) == fws.end())
+    throw InputError({}, "--framework", fmt::format("'{}' is not a framework", f.framework));
+  opt.framework = parse_framework(f.framework);
+  opt.allow_cross_node_tp = f.cross_node_tp;
+  opt.threads = f.threads;
+  return s;
+}
+
+nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const SearchResult& r,
+                              const char* evaluator, int refined_with_des) {
+  const double gib = units::kGiB;
+  nlohmann::json j;
+  j["model"] = s.model.name;
+  j["cluster"] = {{"profile", s.cluster.profile.name}, {"gpus", s.cluster.num_gpus}};
+  j["workload"] = {
+      {"seq", s.workload.seq_len}, {"gbs", s.workload.global_batch}, {"precision", f.precision}};
+  j["objective"] = f.objective;
+  j["evaluator"] = evaluator;
+  j["refined_with_des"] = refined_with_des;
+  j["framework"] = f.framework;
+  j["flags"] = {{"model", f.spec.model},
+                {"cluster", f.spec.cluster},
+                {"gpus", f.spec.gpus},
+                {"tp", f.tp},
+                {"pp", f.pp},
+                {"cp", f.cp},
+                {"ep", f.ep},
+                {"etp", f.etp},
+                {"vpp", f.vpp},
+                {"mbs", f.mbs},
+                {"zero", f.zero},
+                {"recompute", f.recompute},
+                {"schedule", f.schedule},
+                {"sp", f.sp},
+                {"objective", f.objective},
+                {"framework", f.framework},
+                {"precision", f.precision},
+                {"gbs", s.workload.global_batch},
+                {"seq", f.seq},
+                {"top", f.top},
+                {"memory_margin", f.margin},
+                {"allow_cross_node_tp", f.cross_node_tp}};
+  j["stats"] = {{"enumerated", r.enumerated}, {"evaluated", r.evaluated},
+                {"feasible", r.feasible},     {"exhausted", r.exhausted},
+                {"elapsed_s", r.elapsed_s},   {"plans_per_s", r.plans_per_s()},
+                {"threads", r.threads}};
+  nlohmann::json rej = nlohmann::json::array();
+  for (int k = 0; k < kNumRejections; ++k)
+    if (r.rejected[static_cast<size_t>(k)] > 0)
+      rej.push_back({{"reason", describe(static_cast<Rejection>(k))},
+                     {"count", r.rejected[static_cast<size_t>(k)]},
+                     {"example", r.example[static_cast<size_t>(k)]}});
+  j["rejected"] = rej;
+  j["top"] = nlohmann::json::array();
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    Resolved res{s.model, s.cluster, s.workload, r.top[i].plan};
+    nlohmann::json cj = estimate_to_json(res, r.top[i].estimate, FlopsConvention::kCausalHalf);
+    cj["rank"] = static_cast<int>(i + 1);
+    cj["objective_value"] = r.top[i].objective;
+    j["top"].push_back(cj);
+  }
+  j["pareto"] = nlohmann::json::array();
+  for (const auto& c : r.pareto)
+    j["pareto"].push_back({{"layout", c.plan.describe()},
+                           {"step_time_s", c.estimate.step_time_s},
+                           {"peak_memory_gib", c.estimate.memory_peak.total_bytes() / gib}});
+  return j;
+}
+
+SearchFlags search_flags_from_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError({path, 0, 0}, "--from", "cannot be read");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError({path, 0, 0}, "--from",
+                     fmt::format("not JSON (byte {}): {}", e.byte, e.what()));
+  }
+  if (!j.is_object() || !j.contains("top") || !j.contains("model"))
+    throw InputError({path, 0, 0}, "--from", "not a `dtplan search --json` result");
+  SearchFlags f;
+  try {
+    if (j.contains("flags")) {
+      const auto& g = j["flags"];
+      f.spec.model = g.at("model");
+      f.spec.cluster = g.at("cluster");
+      f.spec.gpus = g.at("gpus");
+      f.tp = g.at("tp");
+      f.pp = g.at("pp");
+      f.cp = g.at("cp");
+      f.ep = g.at("ep");
+      f.etp = g.at("etp");
+      f.vpp = g.at("vpp");
+      f.mbs = g.at("mbs");
+      f.zero = g.at("zero");
+      f.recompute = g.at("recompute");
+      f.schedule = g.at("schedule");
+      f.sp = g.at("sp");
+      f.objective = g.at("objective");
+      f.framework = g.at("framework");
+      f.precision = g.at("precision");
+      f.gbs = g.at("gbs");
+      f.seq = g.at("seq");
+      f.top = g.at("top");
+      f.margin = g.at("memory_margin");
+      f.cross_node_tp = g.at("allow_cross_node_tp");
+    } else {  // older files: no pins recorded, the whole space is searched
+      f.spec.model = j.at("model");
+      f.spec.cluster = j.at("cluster").at("profile");
+      f.spec.gpus = j.at("cluster").at("gpus");
+      f.seq = j.at("workload").at("seq");
+      f.gbs = j.at("workload").at("gbs");
+      f.precision = j.at("workload").at("precision");
+      f.objective = j.value("objective", std::string("step_time"));
+      f.framework = j.value("framework", std::string("megatron"));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError({path, 0, 0}, "--from", fmt::format("incomplete search result: {}", e.what()));
+  }
+  return f;
+}
+
+}  // namespace dtplan::cli

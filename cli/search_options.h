@@ -1,0 +1,50 @@
+// The flags of `dtplan search`, shared with `dtplan report` (same model, cluster, workload and
+// pins), turned into a search setup once; and the search's JSON (the contract `launch --from`
+// and `report --from` read).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/options.h"
+#include "planner/search.h"
+
+namespace dtplan::cli {
+
+struct SearchFlags {
+  SpecOptions spec;
+  std::string tp, pp, cp, ep, etp, vpp, mbs, zero, recompute, schedule, sp = "auto";
+  std::string objective = "step_time", framework = "megatron", precision = "bf16";
+  int64_t gbs = 0, gbs_tokens = 0, seq = 2048;
+  int top = 10, threads = 0;
+  double margin = 0.10;
+  bool cross_node_tp = false;
+};
+
+void add_search_flags(CLI::App& cmd, SearchFlags& f);
+
+// True when no model, cluster or GPU flag was given (the built-in example applies).
+bool no_spec_given(const CLI::App& cmd);
+// GPT-3 175B on 32 DGX A100 80GB nodes, batch 1536 x 2048 tokens.
+void apply_builtin_example(SearchFlags& f);
+
+struct SearchSetup {
+  ModelSpec model;
+  Cluster cluster;
+  Workload workload;
+  SearchSpace space;
+  SearchOptions options;
+};
+
+// Loads and checks everything; bad values are InputErrors naming the flag.
+SearchSetup make_search_setup(const SearchFlags& f);
+
+// The `dtplan search --json` document, including the flags it ran with ("flags"), so that the
+// search can be run again from it (report --from).
+nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const SearchResult& r,
+                              const char* evaluator, int refined_with_des);
+
+// The flags a saved `dtplan search --json` file ran with; InputError naming --from otherwise.
+SearchFlags search_flags_from_json(const std::string& path);
+
+}  // namespace dtplan::cli

@@ -1,0 +1,317 @@
+#include "reports/derivations.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "simulator/analytic/estimator.h"
+#include "simulator/cost/collective_cost.h"
+#include "simulator/cost/i_collective_algorithm.h"
+#include "simulator/cost/memory_model.h"
+#include "simulator/schedule/i_pipeline_schedule.h"
+#include "simulator/workload/op_program.h"
+#include "simulator/workload/stage_layout.h"
+
+namespace dtplan::reports {
+
+std::string human_bytes(double b) {
+  const double a = std::fabs(b);
+  if (a >= 1e12) return fmt::format("{:.2f} TB", b / 1e12);
+  if (a >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (a >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  if (a >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
+  return fmt::format("{:.0f} B", b);
+}
+
+namespace {
+
+std::string params_text(double n) {
+  if (n >= 1e9) return fmt::format("{:.3f} B", n / 1e9);
+  if (n >= 1e6) return fmt::format("{:.2f} M", n / 1e6);
+  return fmt::format("{:.0f}", n);
+}
+
+std::string secs(double s) { return fmt::format("{:.4g} s", s); }
+
+// One model-state term (weights, gradients or optimizer) of stage `rank`: bytes per parameter,
+// sharded over the data-parallel group from ZeRO stage `min_stage` on, times the schedule's
+// parameter copies; the same arithmetic as memory_model.cpp's stage_memory.
+Derivation state_term(const char* what, double bytes_per_param, int min_stage, const ModelSpec& m,
+                      const Plan& p, int rank, double estimator_value) {
+  const ParamsOnRank prm = params_on_rank(m, p, rank);
+  const IPipelineSchedule* s = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
+  const int copies = s ? s->parameter_copies() : 1;
+  const int d = std::max(1, p.dp * p.cp), de = std::max(1, p.edp());
+  Derivation out;
+  out.quantity = fmt::format("{} per GPU (pipeline stage {})", what, rank);
+  const bool sharded = p.zero >= min_stage;
+  const std::string copies_text = copies > 1 ? fmt::format("{} copies x ", copies) : "";
+  if (!sharded) {
+    out.value = copies * bytes_per_param * prm.total();
+    out.formula = fmt::format("{}{:g} B x params on the stage", copies > 1 ? "copies x " : "",
+                              bytes_per_param);
+    out.substituted =
+        fmt::format("{}{:g} B x {} params", copies_text, bytes_per_param, params_text(prm.total()));
+  } else if (prm.expert > 0) {
+    out.value = copies * (prm.dense * bytes_per_param / d + prm.expert * bytes_per_param / de);
+    out.formula =
+        fmt::format("{}{:g} B x (dense params / (DP x CP) + expert params / expert-DP)  [ZeRO-{}]",
+                    copies > 1 ? "copies x " : "", bytes_per_param, p.zero);
+    out.substituted = fmt::format("{}{:g} B x ({} / {} + {} / {})", copies_text, bytes_per_param,
+                                  params_text(prm.dense), d, params_text(prm.expert), de);
+  } else {
+    out.value = copies * prm.dense * bytes_per_param / d;
+    out.formula = fmt::format("{}{:g} B x params on the stage / (DP x CP)  [ZeRO-{} shards it]",
+                              copies > 1 ? "copies x " : "", bytes_per_param, p.zero);
+    out.substituted = fmt::format("{}{:g} B x {} params / {}", copies_text, bytes_per_param,
+                                  params_text(prm.dense), d);
+  }
+  out.result = human_bytes(out.value);
+  out.estimator_value = estimator_value;
+  return out;
+}
+
+}  // namespace
+
+std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workload& w,
+                               const Plan& p, const Estimate& e) {
+  std::vector<Derivation> out;
+  const HardwareProfile& hw = c.profile;
+
+  // Step time: the breakdown's parts.
+  {
+    Derivation d;
+    d.quantity = "step time";
+    d.formula =
+        "compute + recompute + exposed comm (TP+CP+EP+PP+DP) + pipeline bubble + optimizer + "
+        "framework overhead";
+    double exposed = 0;
+    std::string parts;
+    for (int k = 0; k < kCommDims; ++k) {
+      exposed += e.exposed_comm_s[k];
+      parts += fmt::format("{}{:.3f}", k ? "+" : "", e.exposed_comm_s[k]);
+    }
+    d.value = e.compute_s + e.recompute_s + exposed + e.bubble_s + e.optimizer_s + e.overhead_s;
+    d.substituted = fmt::format("{:.3f} + {:.3f} + ({}) + {:.3f} + {:.3f} + {:.3f} s", e.compute_s,
+                                e.recompute_s, parts, e.bubble_s, e.optimizer_s, e.overhead_s);
+    d.result = secs(d.value);
+    d.estimator_value = e.step_time_s;
+    out.push_back(d);
+  }
+  // Throughput.
+  {
+    Derivation d;
+    d.quantity = "tokens per second";
+    d.formula = "global batch x sequence length / step time";
+    d.value = static_cast<double>(w.global_batch) * static_cast<double>(w.seq_len) / e.step_time_s;
+    d.substituted = fmt::format("{} x {} / {:.4f} s", w.global_batch, w.seq_len, e.step_time_s);
+    d.result = fmt::format("{:.0f} tokens/s ({:.0f} per GPU)", d.value, d.value / c.num_gpus);
+    d.estimator_value = e.tokens_per_s;
+    out.push_back(d);
+  }
+  {
+    Derivation d;
+    const double peak = hw.gpu.peak_flops(w.precision);
+    d.quantity = "MFU";
+    d.formula = "model FLOPs per step / (step time x GPUs x peak FLOP/s)";
+    d.value = e.model_flops / (e.step_time_s * c.num_gpus * peak);
+    d.substituted = fmt::format("{:.4g} FLOP / ({:.4f} s x {} x {:.0f} TFLOP/s {})", e.model_flops,
+                                e.step_time_s, c.num_gpus, peak / 1e12, to_string(w.precision));
+    d.result = fmt::format("{:.1f}%", 100 * d.value);
+    d.estimator_value = e.mfu;
+    out.push_back(d);
+  }
+  // Memory of the most loaded stage.
+  const int rank = e.peak_stage;
+  out.push_back(state_term("weights (16-bit)", 2.0, 3, m, p, rank, e.memory_peak.weights_bytes));
+  out.push_back(state_term(p.main_grads_fp32 ? "gradients (fp32 main grads)" : "gradients (16-bit)",
+                           p.main_grads_fp32 ? 4.0 : 2.0, 2, m, p, rank,
+                           e.memory_peak.grads_bytes));
+  out.push_back(state_term("optimizer state (fp32 master, Adam m and v)", 12.0, 1, m, p, rank,
+                           e.memory_peak.optimizer_bytes));
+  // Activations of that stage (not for partial full recomputation, whose layer mix is long to
+  // spell out): memory_model.cpp's terms from its public pieces.
+  if (!(p.recompute == Recompute::kFull && p.recompute_layers > 0)) {
+    const IPipelineSchedule* sched = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
+    const RankLayers l = layers_on_rank(m, p, rank);
+    const double inflight =
+        sched ? sched->inflight_microbatches(rank, p.pp, p.vpp, p.num_microbatches()) : 1;
+    const double tokens = static_cast<double>(p.mbs) * w.seq_len / p.cp;
+    const double sp_div = p.sp ? p.tp : 1;
+    const double h = static_cast<double>(m.hidden);
+    const bool full = p.recompute == Recompute::kFull;
+    Plan none = p;
+    none.recompute = Recompute::kNone;
+    const double dense = full ? tokens * 2.0 * h / sp_div : layer_activation_bytes(m, w, p, false);
+    const double moe = m.moe && !full ? layer_activation_bytes(m, w, p, true) : dense;
+    const double per_mb = l.dense * dense + l.moe * moe;
+    double extra = 0;
+    std::string extra_text;
+    if (full) {
+      const double one = std::max(layer_activation_bytes(m, w, none, false),
+                                  m.moe ? layer_activation_bytes(m, w, none, true) : 0.0);
+      extra += one;
+      extra_text += fmt::format(" + one layer recomputed in full {}", human_bytes(one));
+    }
+    if (rank == 0) {
+      const double mask = inflight * tokens * h / sp_div;
+      extra += mask;
+      extra_text += fmt::format(" + embedding dropout masks {}", human_bytes(mask));
+    }
+    if (rank == p.pp - 1) {
+      const double logits =
+          tokens * static_cast<double>(m.vocab) / p.tp * (2 + 4) + tokens * 2.0 * h / sp_div;
+      extra += logits;
+      extra_text += fmt::format(" + logits and loss scratch {}", human_bytes(logits));
+    }
+    Derivation d;
+    d.quantity = fmt::format("activations per GPU (pipeline stage {})", rank);
+    d.formula = full ? "in-flight micro-batches x layers x layer input (2 B x tokens x h / SP) + "
+                       "one layer's full activations + stage extras"
+                     : "in-flight micro-batches (schedule) x layers x bytes per layer and "
+                       "micro-batch (Korthikanti et al. 2022 terms) + stage extras";
+    d.value = inflight * per_mb + extra;
+    d.substituted =
+        l.moe > 0 && !full
+            ? fmt::format("{:g} x ({} dense x {} + {} MoE x {}){}", inflight, l.dense,
+                          human_bytes(dense), l.moe, human_bytes(moe), extra_text)
+            : fmt::format("{:g} x {} x {}{}", inflight, l.total(), human_bytes(dense), extra_text);
+    d.result = human_bytes(d.value);
+    d.estimator_value = e.memory_peak.activations_bytes;
+    out.push_back(d);
+  }
+  {
+    const StageMemory& sm = e.memory_peak;
+    Derivation d;
+    d.quantity = fmt::format("memory per GPU (pipeline stage {}, the most loaded)", rank);
+    d.formula =
+        "weights + gradients + optimizer state + activations (in-flight micro-batches, schedule) "
+        "+ buffers (CUDA context, NCCL, gathered ZeRO-3 layers)";
+    d.value = sm.weights_bytes + sm.grads_bytes + sm.optimizer_bytes + sm.activations_bytes +
+              sm.buffers_bytes;
+    d.substituted = fmt::format("{} + {} + {} + {} + {}, of {:.0f} GiB HBM",
+                                human_bytes(sm.weights_bytes), human_bytes(sm.grads_bytes),
+                                human_bytes(sm.optimizer_bytes), human_bytes(sm.activations_bytes),
+                                human_bytes(sm.buffers_bytes), hw.gpu.memory_gib);
+    d.result = fmt::format("{} ({:.1f} GiB)", human_bytes(d.value), d.value / units::kGiB);
+    d.estimator_value = sm.total_bytes();
+    out.push_back(d);
+  }
+
+  // Data-parallel communication of the busiest stage, per GPU per step.
+  const Placements groups = place_groups(p, hw, c.num_gpus);
+  const double grad_bytes = p.main_grads_fp32 && w.precision != Precision::kFp16 ? 4.0 : 2.0;
+  const ParamsOnRank busy = params_on_rank(m, p, e.busiest_stage);
+  const bool tied_allreduce = p.pp > 1 && m.tied_embeddings;
+  const double tied_bytes =
+      tied_allreduce ? static_cast<double>(m.vocab) * m.hidden / p.tp * grad_bytes : 0;
+  const std::string tied_text =
+      tied_allreduce ? fmt::format(" + tied-embedding all-reduce {}", human_bytes(tied_bytes)) : "";
+  const int n = groups.dp.size;
+  if (p.zero < 3 && n > 1) {
+    const double nn = n;
+    Derivation d;
+    d.quantity = fmt::format("data-parallel traffic per GPU per step (stage {})", e.busiest_stage);
+    const double ring = (nn - 1) / nn;
+    const double dense = busy.dense * grad_bytes;
+    double value;
+    if (p.zero == 0) {
+      d.formula = "all-reduce of the gradients: 2(n-1)/n x params x bytes per gradient";
+      value = 2 * ring * dense;
+      d.substituted = fmt::format("2 x {}/{} x {} x {:g} B = 2({}-1)/{} x {}", n - 1, n,
+                                  params_text(busy.dense), grad_bytes, n, n, human_bytes(dense));
+    } else {
+      d.formula =
+          "reduce-scatter of the gradients + all-gather of the 16-bit weights: (n-1)/n x params "
+          "x (bytes per gradient + 2 B)";
+      value = ring * dense + ring * busy.dense * 2.0;
+      d.substituted =
+          fmt::format("{}/{} x {} x ({:g} B + 2 B)", n - 1, n, params_text(busy.dense), grad_bytes);
+    }
+    if (busy.expert > 0 && groups.edp.size > 1) {
+      const double ne = groups.edp.size, re = (ne - 1) / ne;
+      const double ex = busy.expert * grad_bytes;
+      value += p.zero == 0 ? 2 * re * ex : re * ex + re * busy.expert * 2.0;
+      d.substituted += fmt::format(" + experts over expert-DP {}: {} params", groups.edp.size,
+                                   params_text(busy.expert));
+    }
+    d.value = value + tied_bytes;
+    d.substituted += tied_text;
+    d.result = human_bytes(d.value);
+    d.estimator_value = e.comm_volume_bytes[static_cast<int>(CommDim::kDP)];
+    out.push_back(d);
+
+    // The time of the main gradient collective as the cost model prices it (which algorithm).
+    const CollectiveOp op = p.zero == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
+    const CollectiveCost cc = collective_cost(hw, op, dense, groups.dp);
+    Derivation t;
+    t.quantity = fmt::format("{} of the stage's gradients", to_string(op));
+    t.formula = std::string("algorithm '") + cc.algorithm +
+                "' (fastest registered, or the profile's pin): latency + S x busbw factor / bus "
+                "bandwidth + launch overhead";
+    const LinkRates links = link_rates(hw, groups.dp);
+    t.substituted = fmt::format(
+        "S = {}, n = {} over {} node(s), busbw factor {:.3f}, bus bandwidth {:.1f} GB/s",
+        human_bytes(dense), n, groups.dp.nodes, busbw_factor(op, n),
+        groups.dp.crosses_nodes() ? links.inter_busbw_gbps : links.intra_busbw_gbps);
+    t.value = cc.time_s;
+    t.result = secs(cc.time_s);
+    t.estimator_value = cc.time_s;  // priced by the same call the estimator makes
+    out.push_back(t);
+  } else if (p.zero == 3 && n > 1) {
+    const double nn = n;
+    const double gathers = p.recompute == Recompute::kFull ? 2.0 : 1.0;
+    const int mb = std::max(1, p.num_microbatches());
+    Derivation d;
+    d.quantity = fmt::format("ZeRO-3 traffic per GPU per step (stage {})", e.busiest_stage);
+    d.formula =
+        "micro-batches x params x ((forward gathers + 1 backward gather) x 2 B + bytes per "
+        "gradient) x (n-1)/n";
+    d.value = mb * busy.total() * ((gathers + 1) * 2.0 + grad_bytes) * (nn - 1) / nn + tied_bytes;
+    d.substituted =
+        fmt::format("{} x {} x (({:g} + 1) x 2 B + {:g} B) x {}/{}{}", mb,
+                    params_text(busy.total()), gathers, grad_bytes, n - 1, n, tied_text);
+    d.result = human_bytes(d.value);
+    d.estimator_value = e.comm_volume_bytes[static_cast<int>(CommDim::kDP)];
+    out.push_back(d);
+  }
+
+  // Pipeline bubble from the estimator's own per-stage times.
+  if (p.pp > 1) {
+    EstimatorCache cache;
+    PipelineDetail det;
+    estimate(m, c, w, p, EstimatorOptions{}, &cache, &det);
+    const double hops = 2.0 * p.vpp * det.p2p_s;
+    double t_max = 0, t_sum = 0;
+    for (size_t i = 0; i < det.f.size(); ++i) {
+      const double t = det.f[i] + det.b[i] + det.w[i] + hops;
+      t_max = std::max(t_max, t);
+      t_sum += t;
+    }
+    const int mb = std::max(1, p.num_microbatches());
+    Derivation d;
+    d.quantity = fmt::format("pipeline bubble ({})", p.schedule);
+    if (p.schedule == "1f1b" || p.schedule == "gpipe" || p.schedule == "interleaved") {
+      const double v = p.schedule == "interleaved" ? p.vpp : 1;
+      d.formula =
+          "(1/v) x (sum over stages of t_i - t_max), t_i = one micro-batch's F+B+W on stage i; "
+          "with equal stages (p-1)/(v m) of the m x t_max steady state";
+      d.value = std::max(0.0, (t_sum - t_max) / v);
+      d.substituted = fmt::format(
+          "(1/{:g}) x ({:.4f} - {:.4f}) s; here (p-1)/(v m) = {}/({:g} x {}) = {:.4f}, actual "
+          "bubble / (m t_max) = {:.4f}",
+          v, t_sum, t_max, p.pp - 1, v, mb, (p.pp - 1) / (v * mb), d.value / (mb * t_max));
+    } else {
+      d.formula = "schedule's pipeline time - m x t_max";
+      d.value = std::max(0.0, det.pipeline_s - mb * t_max);
+      d.substituted = fmt::format("{:.4f} s - {} x {:.4f} s", det.pipeline_s, mb, t_max);
+    }
+    d.result = secs(d.value);
+    d.estimator_value = e.bubble_s;
+    out.push_back(d);
+  }
+  return out;
+}
+
+}  // namespace dtplan::reports
