@@ -128,7 +128,13 @@ Journal::Journal(const std::string& path, const std::string& run_signature, bool
         continue;
       }
       Measurement m = measurement_from_json_line(line, path, no);
-      if (keys_.insert(m.task.key()).second) existing_.push_back(std::move(m));
+      if (keys_.insert(m.task.key()).second) {
+        existing_.push_back(std::move(m));
+      } else if (line.find("\"remeasured\":true") != std::string::npos) {
+        // A second measurement of the same task: contention only adds time, keep the faster.
+        for (auto& e : existing_)
+          if (e.task.key() == m.task.key() && m.time_s < e.time_s) e = m;
+      }
     }
     // Only once the journal is known to be this run's: cut the torn tail.
     if (torn_bytes_ > 0) fs::resize_file(path, keep, ec);
@@ -150,8 +156,10 @@ Journal::~Journal() {
   if (f_) std::fclose(f_);
 }
 
-void Journal::append(const Measurement& m) {
-  const std::string line = to_json_line(m) + "\n";
+void Journal::append(const Measurement& m, bool remeasured) {
+  std::string line = to_json_line(m);
+  if (remeasured) line.insert(line.size() - 1, ",\"remeasured\":true");
+  line += "\n";
   if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0)
     throw InputError(SourceLocation{path_, 0, 0}, "--journal",
                      fmt::format("write failed: {}", std::strerror(errno)));

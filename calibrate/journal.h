@@ -2,6 +2,8 @@
 // each measurement completes, so a run killed at any point loses nothing it had measured and
 // `--resume` carries on where it stopped. The first line records what run wrote it; a resume
 // with a different backend or sweep is refused. A line torn by a kill mid-write is cut off.
+// Re-measurements (the driver's second look at points its fit misses) carry
+// "remeasured":true; the faster measurement of a task is the one kept.
 //
 // Line format (docs/calibration.md):
 //   {"dtplan_calibration_journal":1,"run":"backend=cpu quick=1 ..."}
@@ -35,7 +37,9 @@ class Journal {
 
   const std::vector<Measurement>& existing() const { return existing_; }
   bool has(const std::string& key) const { return keys_.count(key) != 0; }
-  void append(const Measurement& m);  // written, flushed and fsynced before it returns
+  // Written, flushed and fsynced before it returns. A re-measurement of a task already in the
+  // journal is marked so; reading keeps the faster of the two.
+  void append(const Measurement& m, bool remeasured = false);
   size_t torn_bytes() const { return torn_bytes_; }  // cut from a torn last line on resume
   const std::string& path() const { return path_; }
 

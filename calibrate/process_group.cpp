@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 
 #ifdef DTPLAN_HAVE_MPI
 #include <mpi.h>
@@ -18,11 +19,25 @@ static std::string local_hostname() {
   return buf;
 }
 
+// Whether a launcher started this process as one rank of several (Open MPI's mpirun, a PMI or
+// PMIx launcher such as srun --mpi=pmix or MPICH's hydra). A process started alone does not
+// initialize MPI at all.
+static bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
 ProcessGroup::ProcessGroup([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
   std::string me = local_hostname();
 #ifdef DTPLAN_HAVE_MPI
   int inited = 0;
   MPI_Initialized(&inited);
+  if (!inited && !launched_by_mpi()) {
+    hosts_.push_back(me);
+    node_ranks_.push_back({0});
+    return;
+  }
   if (!inited) {
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
@@ -87,12 +102,14 @@ std::vector<int> ProcessGroup::group_members(CommScope scope, int n) const {
 
 void ProcessGroup::barrier() const {
 #ifdef DTPLAN_HAVE_MPI
+  if (!mpi_) return;
   MPI_Barrier(MPI_COMM_WORLD);
 #endif
 }
 
 void ProcessGroup::quiet_barrier() const {
 #ifdef DTPLAN_HAVE_MPI
+  if (!mpi_) return;
   MPI_Request req;
   MPI_Ibarrier(MPI_COMM_WORLD, &req);
   int done = 0;
@@ -106,6 +123,7 @@ void ProcessGroup::quiet_barrier() const {
 
 std::string ProcessGroup::broadcast(const std::string& from_root) const {
 #ifdef DTPLAN_HAVE_MPI
+  if (!mpi_) return from_root;
   unsigned long long len = from_root.size();
   MPI_Bcast(&len, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
   std::string out = rank_ == 0 ? from_root : std::string(len, '\0');
@@ -118,6 +136,7 @@ std::string ProcessGroup::broadcast(const std::string& from_root) const {
 
 double ProcessGroup::max(double v) const {
 #ifdef DTPLAN_HAVE_MPI
+  if (!mpi_) return v;
   double out = v;
   MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return out;
@@ -128,6 +147,7 @@ double ProcessGroup::max(double v) const {
 
 bool ProcessGroup::any(bool v) const {
 #ifdef DTPLAN_HAVE_MPI
+  if (!mpi_) return v;
   int in = v ? 1 : 0, out = 0;
   MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   return out != 0;
@@ -140,7 +160,7 @@ void ProcessGroup::abort(int code) const {
   std::fflush(stdout);
   std::fflush(stderr);
 #ifdef DTPLAN_HAVE_MPI
-  if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  if (mpi_ && size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
 #endif
   std::_Exit(code);
 }

@@ -1,5 +1,6 @@
 // The processes taking part in a calibration: MPI's world when dtplan is built with MPI and
-// launched by `mpirun`/`srun --mpi=pmix` (one process per GPU), or this process alone.
+// launched by `mpirun`/`srun --mpi=pmix` (one process per GPU), or this process alone (started
+// without a launcher, it does not initialize MPI).
 // It knows which ranks share a host, so the sweep can form intra-node and cross-node groups,
 // and it carries the few collectives the driver needs (broadcast, max, barrier) on the host.
 #pragma once
@@ -13,7 +14,8 @@ namespace dtplan::calibrate {
 
 class ProcessGroup {
  public:
-  // Initializes MPI (MPI_THREAD_MULTIPLE, so the watchdog may abort) when built with it.
+  // Initializes MPI (MPI_THREAD_MULTIPLE, so the watchdog may abort) when built with it and
+  // started by an MPI launcher.
   ProcessGroup(int* argc, char*** argv);
   ~ProcessGroup();  // finalizes MPI if this object initialized it
   ProcessGroup(const ProcessGroup&) = delete;

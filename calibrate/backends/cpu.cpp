@@ -81,11 +81,12 @@ class CpuSession : public ICalibrationSession {
 #ifdef DTPLAN_HAVE_MPI
     char ver[MPI_MAX_LIBRARY_VERSION_STRING] = {};
     int len = 0;
-    MPI_Get_library_version(ver, &len);
+    MPI_Get_library_version(ver, &len);  // callable before MPI_Init
     std::string v(ver, static_cast<size_t>(len));
     v = v.substr(0, v.find_first_of(",\n"));
     e.software += "; " + v;
-    e.collectives = true;
+    // Collectives need MPI's world: a process started without mpirun measures GEMMs only.
+    e.collectives = world_.mpi();
 #else
     e.collectives = false;
 #endif

@@ -129,7 +129,8 @@ class CudaSession : public ICalibrationSession {
     // NCCL does not report the algorithm it picked; record what the user forced, if anything.
     const char* algo = std::getenv("NCCL_ALGO");
     const char* proto = std::getenv("NCCL_PROTO");
-    m.algorithm = fmt::format("nccl algo={} proto={}", algo ? algo : "auto", proto ? proto : "auto");
+    m.algorithm =
+        fmt::format("nccl algo={} proto={}", algo ? algo : "auto", proto ? proto : "auto");
     return m;
   }
 

@@ -51,7 +51,14 @@ for line in fits.splitlines():
     m = re.search(r"\{min_bytes: ([\d.e+]+), max_bytes: ([\d.e+]+), alpha_us: ([-\d.e+]+), bw_gbps: ([\d.e+]+)\}", line)
     if m and cur is not None:
         cur.setdefault("segs", []).append(tuple(float(x) for x in m.groups()))
-meas = [json.loads(l) for l in open(journal) if '"kind":"collective"' in l]
+# The calibrator keeps the faster of a measurement and its re-measurement ("remeasured").
+best = {}
+for l in open(journal):
+    if '"kind":"collective"' not in l: continue
+    x = json.loads(l)
+    k = (x["op"], x["scope"], x["group_size"], x["bytes"])
+    if k not in best or x["time_s"] < best[k]["time_s"]: best[k] = x
+meas = list(best.values())
 assert meas, "no collective measurements in the journal"
 worst = 0.0
 for x in meas:
@@ -94,14 +101,15 @@ grep -q -- "--resume" "$work/norestart.err" || { echo "FAIL: the refusal does no
   --resume > "$work/resume.out" 2> "$work/resume.err" || { cat "$work/resume.err"; exit 1; }
 grep -q "cut .* bytes of a measurement torn" "$work/resume.err" || { echo "FAIL: torn line not reported"; exit 1; }
 head -n "$before" "$work/k.yaml.journal" | cmp -s - "$work/before.journal" || { echo "FAIL: earlier measurements changed"; exit 1; }
-total=$(grep -c '"kind"' "$work/k.yaml.journal")
-expected=$(grep -c '"kind"' "$work/p.yaml.journal")
+# First measurements only (re-measurements of sizes a fit missed are marked "remeasured").
+total=$(grep '"kind"' "$work/k.yaml.journal" | grep -vc '"remeasured":true')
+expected=$(grep '"kind"' "$work/p.yaml.journal" | grep -vc '"remeasured":true')
 dups=$(python3 -c "
 import json,sys
 keys=[]
 for l in open('$work/k.yaml.journal'):
     j=json.loads(l)
-    if 'kind' in j: keys.append((j['kind'],j.get('precision'),j.get('m'),j.get('n'),j.get('k'),j.get('op'),j.get('scope'),j.get('group_size'),j.get('bytes')))
+    if 'kind' in j and not j.get('remeasured'): keys.append((j['kind'],j.get('precision'),j.get('m'),j.get('n'),j.get('k'),j.get('op'),j.get('scope'),j.get('group_size'),j.get('bytes')))
 print(len(keys)-len(set(keys)))")
 echo "   resumed: $total measurements (a full run has $expected), $dups duplicated"
 [[ "$total" == "$expected" && "$dups" == 0 ]] || { echo "FAIL: resume lost or duplicated measurements"; exit 1; }
