@@ -12,7 +12,7 @@ namespace dtplan::des {
 
 namespace {
 
-enum Pass : uint32_t { kF = 0, kB = 1 };
+enum Pass : uint32_t { kF = 0, kB = 1, kW = 2 };
 
 struct Task {
   Pass pass;
@@ -39,6 +39,19 @@ std::vector<Task> order_for(int s, const PipelineSimInput& in, PipelineOrder ord
     while (b < m) t.push_back({kB, b++, 0});
     return t;
   }
+  if (order == PipelineOrder::kZbH1) {
+    // ZB-H1 (Qi et al., ICLR 2024): in step x rank s runs F(x), B(x - (p-1-s)) and
+    // W(x - (p-1)), each when its index is a micro-batch. The warm-up forwards and the
+    // activations held are 1F1B's; deferring W by p-1 steps fills the bubble, which becomes
+    // (p-1)(F + B - W) for m >= p and W <= F.
+    for (int x = 0; x < m + p - 1; ++x) {
+      const int b = x - (p - 1 - s), w = x - (p - 1);
+      if (x < m) t.push_back({kF, x, 0});
+      if (b >= 0 && b < m) t.push_back({kB, b, 0});
+      if (w >= 0 && w < m) t.push_back({kW, w, 0});
+    }
+    return t;
+  }
   // Interleaved: virtual micro-batch k -> (chunk, micro-batch) in groups of p.
   const int total = m * v;
   auto fwd = [&](int k) { return Task{kF, (k / (p * v)) * p + k % p, (k / p) % v}; };
@@ -57,7 +70,11 @@ std::vector<Task> order_for(int s, const PipelineSimInput& in, PipelineOrder ord
 class Sim final : public Handler {
  public:
   Sim(const PipelineSimInput& in, PipelineOrder order, bool trace)
-      : in_(in), engine_(), net_(engine_, in.link_sharing), trace_(trace) {
+      : in_(in),
+        engine_(),
+        net_(engine_, in.link_sharing),
+        trace_(trace),
+        split_w_(order == PipelineOrder::kZbH1) {
     id_ = engine_.add_handler(this);
     const int p = in.p, v = in.v, m = in.m;
     for (int s = 0; s < p; ++s) {
@@ -124,7 +141,11 @@ class Sim final : public Handler {
       const bool origin = s == in_.p - 1 && t.chunk == in_.v - 1;
       if (!origin && !ready_[kB][su][k]) return;
     }
-    const double d = t.pass == kF ? in_.f[su] / in_.v : (in_.b[su] + in_.w[su]) / in_.v;
+    // W follows its B on the same rank (the order guarantees it): nothing to wait for.
+    const double d = t.pass == kF   ? in_.f[su] / in_.v
+                     : t.pass == kW ? in_.w[su] / in_.v
+                     : split_w_     ? in_.b[su] / in_.v
+                                    : (in_.b[su] + in_.w[su]) / in_.v;
     busy_[su] = true;
     current_start_[s] = engine_.now();
     busy_s_[su] += d;
@@ -148,8 +169,17 @@ class Sim final : public Handler {
     const Task t = orders_[su][next_[su]++];
     busy_[su] = false;
     if (trace_)
-      trace_events_.push_back({s, fmt::format("{}{}.{}", t.pass == kF ? 'F' : 'B', t.mb, t.chunk),
+      trace_events_.push_back({s,
+                               fmt::format("{}{}.{}",
+                                           t.pass == kF   ? 'F'
+                                           : t.pass == kB ? 'B'
+                                                          : 'W',
+                                           t.mb, t.chunk),
                                current_start_[s], now});
+    if (t.pass == kW) {
+      try_start(s);
+      return;
+    }
     const int p = in_.p, v = in_.v;
     if (t.pass == kF) {
       done_f_[su][slot(t.chunk, t.mb)] = 1;
@@ -172,6 +202,7 @@ class Sim final : public Handler {
   FlowNetwork net_;
   Engine::HandlerId id_ = 0;
   bool trace_;
+  bool split_w_;  // B and W are separate tasks (zero-bubble schedules)
   std::vector<std::vector<Task>> orders_;
   std::vector<size_t> next_;
   std::vector<bool> busy_;

@@ -11,7 +11,9 @@
 
 namespace dtplan::des {
 
-enum class PipelineOrder { kGPipe, kOneFOneB, kInterleaved };
+// ZB-H1 splits the backward into B (input gradients, sent upstream at once) and W (weight
+// gradients, run where the pipeline would idle); the others run B and W as one task.
+enum class PipelineOrder { kGPipe, kOneFOneB, kInterleaved, kZbH1 };
 
 struct PipelineSimInput {
   int p = 1;  // pipeline ranks
@@ -26,7 +28,7 @@ struct PipelineSimInput {
 
 struct TraceEvent {
   int stage;
-  std::string name;  // "F3.1" = forward of micro-batch 3, chunk 1
+  std::string name;  // "F3.1" = forward of micro-batch 3, chunk 1 ("W3.0": weight gradients)
   double start_s, end_s;
 };
 

@@ -11,15 +11,15 @@
 namespace dtplan::des {
 
 bool simulator_supports(const std::string& s) {
-  return s == "gpipe" || s == "1f1b" || s == "interleaved";
+  return s == "gpipe" || s == "1f1b" || s == "interleaved" || s == "zb-h1";
 }
 
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             bool link_sharing, bool record_trace) {
   if (p.pp > 1 && !simulator_supports(p.schedule))
     throw InputError({}, "--schedule",
-                     fmt::format("the discrete-event simulator orders gpipe, 1f1b and interleaved "
-                                 "pipelines; '{}' is estimated in closed form only",
+                     fmt::format("the discrete-event simulator orders gpipe, 1f1b, interleaved "
+                                 "and zb-h1 pipelines; '{}' is estimated in closed form only",
                                  p.schedule));
   PipelineDetail d;
   StepSimResult r;
@@ -38,6 +38,7 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   in.link_sharing = link_sharing;
   const PipelineOrder order = p.pp == 1 || p.schedule == "1f1b" ? PipelineOrder::kOneFOneB
                               : p.schedule == "gpipe"           ? PipelineOrder::kGPipe
+                              : p.schedule == "zb-h1"           ? PipelineOrder::kZbH1
                                                                 : PipelineOrder::kInterleaved;
   PipelineSimResult sim = simulate_pipeline(in, order, record_trace);
   r.pipeline_s = sim.makespan_s;

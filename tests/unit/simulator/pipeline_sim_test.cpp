@@ -1,5 +1,6 @@
 // The simulated pipeline reproduces the closed-form bubbles exactly for equal stage times
-// (REFERENCE.md §4: (p-1)(F+B) for GPipe and 1F1B, (p-1)(F+B)/v interleaved), and point-to-point
+// (REFERENCE.md §4: (p-1)(F+B) for GPipe and 1F1B, (p-1)(F+B)/v interleaved, (p-1)(F+B-W)
+// for ZB-H1 per Qi et al. 2024), and point-to-point
 // transfers over shared links cost what a hand calculation says.
 #include "simulator/des/pipeline_sim.h"
 
@@ -46,6 +47,32 @@ TEST(PipelineSim, InterleavedBubbleIsClosedForm) {
       }
 }
 
+TEST(PipelineSim, ZbH1BubbleIsClosedForm) {
+  // Qi et al. (ICLR 2024): ZB-H1's bubble is (p-1)(F + B - W) with B the input-gradient pass,
+  // for m >= p and W <= F; 1F1B with the same passes has (p-1)(F + B + W).
+  struct Times {
+    double f, b, w;
+  };
+  for (Times t : {Times{1, 1, 1}, Times{1, 1.2, 0.8}, Times{1, 2, 1}, Times{1, 1, 0.5}})
+    for (int p : {2, 4, 8})
+      for (int m : {p, 2 * p, 4 * p}) {
+        PipelineSimInput in = uniform(p, 1, m, t.f, t.b);
+        in.w.assign(static_cast<size_t>(p), t.w);
+        const double work = m * (t.f + t.b + t.w);
+        EXPECT_NEAR(simulate_pipeline(in, PipelineOrder::kZbH1).makespan_s,
+                    work + (p - 1) * (t.f + t.b - t.w), 1e-9)
+            << "zb-h1 p=" << p << " m=" << m << " F/B/W=" << t.f << "/" << t.b << "/" << t.w;
+        EXPECT_NEAR(simulate_pipeline(in, PipelineOrder::kOneFOneB).makespan_s,
+                    work + (p - 1) * (t.f + t.b + t.w), 1e-9)
+            << "1f1b p=" << p << " m=" << m;
+      }
+}
+
+TEST(PipelineSim, ZbH1RunsEveryPassOnce) {
+  auto r = simulate_pipeline(uniform(4, 1, 8, 1.0, 1.0), PipelineOrder::kZbH1, true);
+  EXPECT_EQ(r.trace.size(), 4u * 8 * 3);  // ranks x micro-batches x (F, B, W)
+}
+
 TEST(PipelineSim, SendsAddToTheCriticalPath) {
   // p = 2, m = 1: F0 (1 s) -> send (1 s) -> F1 (1 s) -> B1 (2 s) -> send (1 s) -> B0 (2 s) = 8 s.
   PipelineSimInput in = uniform(2, 1, 1, 1.0, 2.0);
@@ -84,7 +111,8 @@ TEST(StepSim, AgreesWithTheClosedFormWithinOnePercent) {
     int tp, pp, vpp;
     const char* schedule;
   } grid[] = {{8, 8, 3, "interleaved"}, {8, 16, 1, "1f1b"}, {4, 8, 2, "interleaved"},
-              {8, 4, 1, "gpipe"},       {8, 1, 1, "1f1b"},  {4, 16, 2, "interleaved"}};
+              {8, 4, 1, "gpipe"},       {8, 1, 1, "1f1b"},  {4, 16, 2, "interleaved"},
+              {8, 8, 1, "zb-h1"},       {4, 16, 1, "zb-h1"}};
   for (const Layout& l : grid) {
     Plan p;
     p.tp = l.tp;
