@@ -43,12 +43,27 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       j["evaluator"] = "des";
       j["analytic_step_time_s"] = s.analytic_step_s;
       j["simulated_events"] = s.events;
+      // Per stage: activations alive at once in the timeline vs the schedule's statement.
+      auto stages = nlohmann::json::array();
+      for (size_t i = 0; i < s.peak_memory_bytes.size(); ++i)
+        stages.push_back({{"stage", i},
+                          {"peak_inflight_microbatches", s.peak_inflight_microbatches[i]},
+                          {"schedule_inflight_microbatches", s.schedule_inflight_microbatches[i]},
+                          {"peak_memory_gib", s.peak_memory_bytes[i] / (1024.0 * 1024 * 1024)}});
+      j["simulated_memory"] = stages;
       fmt::print("{}\n", j.dump(2));
     } else {
       fmt::print("{}", estimate_to_text(r, s.estimate, FlopsConvention::kCausalHalf));
       fmt::print("\nsimulated {} events; closed-form step time {:.3f} s ({:+.2f}%)\n", s.events,
                  s.analytic_step_s,
                  100 * (s.analytic_step_s - s.estimate.step_time_s) / s.estimate.step_time_s);
+      fmt::print(
+          "\nlive activations in the timeline (micro-batches held at once) and peak memory:\n");
+      fmt::print("  {:>5} {:>10} {:>10} {:>12}\n", "stage", "simulated", "schedule", "peak GiB");
+      for (size_t i = 0; i < s.peak_memory_bytes.size(); ++i)
+        fmt::print("  {:>5} {:>10.2f} {:>10.2f} {:>12.2f}\n", i, s.peak_inflight_microbatches[i],
+                   s.schedule_inflight_microbatches[i],
+                   s.peak_memory_bytes[i] / (1024.0 * 1024 * 1024));
     }
     ctx.exit_code = 0;
   });

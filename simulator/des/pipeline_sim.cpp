@@ -82,6 +82,8 @@ class Sim final : public Handler {
       next_.push_back(0);
       busy_.push_back(false);
       busy_s_.push_back(0);
+      live_.push_back(0);
+      peak_live_.push_back(0);
     }
     // Links between neighbouring ranks, one per direction (the last rank wraps to the first
     // for interleaved chunks).
@@ -102,6 +104,8 @@ class Sim final : public Handler {
     PipelineSimResult r;
     r.makespan_s = engine_.now();
     r.busy_s = busy_s_;
+    for (int peak : peak_live_)
+      r.peak_inflight_microbatches.push_back(static_cast<double>(peak) / in_.v);
     r.trace = std::move(trace_events_);
     r.events = static_cast<long>(engine_.events_processed());
     return r;
@@ -147,6 +151,7 @@ class Sim final : public Handler {
                      : split_w_     ? in_.b[su] / in_.v
                                     : (in_.b[su] + in_.w[su]) / in_.v;
     busy_[su] = true;
+    if (t.pass == kF) peak_live_[su] = std::max(peak_live_[su], ++live_[su]);
     current_start_[s] = engine_.now();
     busy_s_[su] += d;
     engine_.schedule_in(d, id_, 0, static_cast<uint64_t>(s));
@@ -180,6 +185,7 @@ class Sim final : public Handler {
       try_start(s);
       return;
     }
+    if (t.pass == kB) --live_[su];
     const int p = in_.p, v = in_.v;
     if (t.pass == kF) {
       done_f_[su][slot(t.chunk, t.mb)] = 1;
@@ -207,6 +213,7 @@ class Sim final : public Handler {
   std::vector<size_t> next_;
   std::vector<bool> busy_;
   std::vector<double> busy_s_;
+  std::vector<int> live_, peak_live_;  // (chunk, micro-batch) activations alive on each rank
   std::vector<int> fwd_link_, bwd_link_;
   std::vector<std::vector<std::vector<char>>> ready_;
   std::vector<std::vector<char>> done_f_;

@@ -35,6 +35,10 @@ struct TraceEvent {
 struct PipelineSimResult {
   double makespan_s = 0;
   std::vector<double> busy_s;  // per rank
+  // Per rank, the most micro-batches whose activations were alive at once (a forward's
+  // activations live from its start to the end of its input-gradient pass), in whole
+  // micro-batches of the rank: a chunk of an interleaved rank counts 1/v.
+  std::vector<double> peak_inflight_microbatches;
   std::vector<TraceEvent> trace;
   long events = 0;
 };

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "simulator/analytic/estimator.h"
+#include "simulator/schedule/i_pipeline_schedule.h"
 #include "simulator/workload/op.h"
 
 namespace dtplan::des {
@@ -42,6 +43,19 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
                                                                 : PipelineOrder::kInterleaved;
   PipelineSimResult sim = simulate_pipeline(in, order, record_trace);
   r.pipeline_s = sim.makespan_s;
+  // Live activations: the timeline's peak per stage against the schedule's statement; each
+  // stage's memory (the memory model's) with its activation term scaled by the ratio.
+  const IPipelineSchedule* sched = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
+  const std::vector<StageMemory> stages = all_stage_memory(m, w, p);
+  for (int s = 0; s < in.p; ++s) {
+    const double des_peak = sim.peak_inflight_microbatches[static_cast<size_t>(s)];
+    const double stated = sched ? sched->inflight_microbatches(s, in.p, in.v, in.m) : des_peak;
+    r.peak_inflight_microbatches.push_back(des_peak);
+    r.schedule_inflight_microbatches.push_back(stated);
+    const StageMemory& mem = stages[static_cast<size_t>(s)];
+    const double act = stated > 0 ? mem.activations_bytes * des_peak / stated : 0;
+    r.peak_memory_bytes.push_back(mem.total_bytes() - mem.activations_bytes + act);
+  }
   r.events = sim.events;
   r.trace = std::move(sim.trace);
 

@@ -21,6 +21,10 @@ struct StepSimResult {
   double pipeline_s = 0;       // simulated makespan of the pipeline
   long events = 0;
   std::vector<TraceEvent> trace;
+  // Per pipeline stage: the most micro-batches whose activations the timeline held at once,
+  // what the schedule plug-in states, and the stage's peak memory with the simulated count.
+  std::vector<double> peak_inflight_microbatches, schedule_inflight_microbatches;
+  std::vector<double> peak_memory_bytes;
 };
 
 // Schedules the simulator can order (others: InputError naming --schedule).

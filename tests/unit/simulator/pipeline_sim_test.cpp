@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "simulator/schedule/i_pipeline_schedule.h"
+
 namespace dtplan::des {
 namespace {
 
@@ -71,6 +73,34 @@ TEST(PipelineSim, ZbH1BubbleIsClosedForm) {
 TEST(PipelineSim, ZbH1RunsEveryPassOnce) {
   auto r = simulate_pipeline(uniform(4, 1, 8, 1.0, 1.0), PipelineOrder::kZbH1, true);
   EXPECT_EQ(r.trace.size(), 4u * 8 * 3);  // ranks x micro-batches x (F, B, W)
+}
+
+TEST(PipelineSim, LiveActivationsMatchWhatEachScheduleStates) {
+  // The timeline's peak of micro-batches alive per rank equals the schedule plug-ins'
+  // inflight_microbatches (1F1B and ZB-H1: p - s; GPipe: m; interleaved: Megatron's warm-up
+  // of 2(p-s-1) + (v-1)p chunks plus one, over v), which the memory model uses.
+  struct Case {
+    PipelineOrder order;
+    const char* schedule;
+    int v;
+  } cases[] = {{PipelineOrder::kOneFOneB, "1f1b", 1},
+               {PipelineOrder::kGPipe, "gpipe", 1},
+               {PipelineOrder::kInterleaved, "interleaved", 2},
+               {PipelineOrder::kInterleaved, "interleaved", 3},
+               {PipelineOrder::kZbH1, "zb-h1", 1}};
+  for (const Case& c : cases)
+    for (int p : {2, 4, 8})
+      for (int m : {2 * p, 4 * p}) {
+        PipelineSimInput in = uniform(p, c.v, m, 1.0, 2.0);
+        in.w.assign(static_cast<size_t>(p), 0.5);
+        auto r = simulate_pipeline(in, c.order);
+        const IPipelineSchedule* s = find_schedule(c.schedule);
+        ASSERT_NE(s, nullptr);
+        for (int i = 0; i < p; ++i)
+          EXPECT_NEAR(r.peak_inflight_microbatches[static_cast<size_t>(i)],
+                      s->inflight_microbatches(i, p, c.v, m), 1e-9)
+              << c.schedule << " v=" << c.v << " p=" << p << " m=" << m << " stage " << i;
+      }
 }
 
 TEST(PipelineSim, SendsAddToTheCriticalPath) {
