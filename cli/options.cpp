@@ -70,7 +70,10 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
       ->check(CLI::IsMember({"bf16", "fp16", "fp8"}))
       ->capture_default_str()
       ->group(g);
-  app.add_flag("--uneven-pp", o.uneven_pp, "Allow layers not divisible by pp*vpp")->group(g);
+  app.add_flag("--uneven-pp", o.uneven_pp,
+               "First and last pipeline chunks take fewer layers (chosen, with a note, when "
+               "the layers do not divide by pp*vpp)")
+      ->group(g);
   app.add_flag("--no-overlap-grad-reduce", o.no_overlap_grad_reduce,
                "Do not overlap the gradient reduce with backward")
       ->group(g);
@@ -152,6 +155,21 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   p.gbs = w.global_batch;
   p.schedule = !o.schedule.empty() ? o.schedule : (o.vpp > 1 ? "interleaved" : "1f1b");
   p.uneven_pp = o.uneven_pp;
+  // Layers that do not divide into the pipeline chunks: take the uneven split (the first and
+  // last stages give up layers, as the Llama 3 paper's 126 layers on 16 stages: 7 / 8 x 14 / 7)
+  // by default, and say so.
+  const int chunks = p.pp * p.vpp;
+  if (!p.uneven_pp && chunks > 1 && r.model.layers >= chunks && r.model.layers % chunks != 0 &&
+      uneven_split_exists(r.model.layers, chunks)) {
+    p.uneven_pp = true;
+    const int mid = (r.model.layers + chunks - 1) / chunks;
+    const int rest = r.model.layers - (chunks - 2) * mid;
+    fmt::print(stderr,
+               "dtplan: note: {} layers do not divide into pp*vpp = {} chunks; using the uneven "
+               "split {} / {} x {} / {} (first and last chunks take fewer; --uneven-pp says so "
+               "explicitly)\n",
+               r.model.layers, chunks, rest / 2, mid, chunks - 2, rest - rest / 2);
+  }
   p.overlap_grad_reduce = !o.no_overlap_grad_reduce;
   p.overlap_param_gather = !o.no_overlap_param_gather;
   p.tp_comm_overlap = o.tp_comm_overlap;

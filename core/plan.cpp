@@ -33,6 +33,12 @@ std::string Plan::describe() const {
   return s;
 }
 
+bool uneven_split_exists(int layers, int chunks) {
+  if (chunks <= 2) return layers >= chunks;
+  const int mid = (layers + chunks - 1) / chunks;
+  return layers - (chunks - 2) * mid >= 2;  // at least one layer each for the first and last
+}
+
 std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Workload& w,
                                      const Plan& p) {
   std::vector<Violation> v;
@@ -67,10 +73,16 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
   const int64_t chunks = int64_t{p.pp} * p.vpp;
   if (m.layers < chunks)
     add("--pp", fmt::format("{} layers cannot fill pp*vpp = {} pipeline chunks", m.layers, chunks));
-  else if (m.layers % chunks != 0 && !p.uneven_pp)
+  else if (m.layers % chunks != 0 && uneven_split_exists(m.layers, static_cast<int>(chunks)) &&
+           !p.uneven_pp)
     add("--pp", fmt::format("layers ({}) are not divisible by pp*vpp = {}; pass --uneven-pp to "
                             "let the first and last stages take fewer layers",
                             m.layers, chunks));
+  else if (m.layers % chunks != 0 && !uneven_split_exists(m.layers, static_cast<int>(chunks)))
+    add("--pp", fmt::format("layers ({}) are not divisible by pp*vpp = {}, and no split exists "
+                            "with fewer layers on the first and last chunks (the {} middle "
+                            "chunks would take {} each, more than all the layers)",
+                            m.layers, chunks, chunks - 2, (m.layers + chunks - 1) / chunks));
   const int64_t gbs = p.gbs > 0 ? p.gbs : w.global_batch;
   if (gbs % (int64_t{p.mbs} * p.dp) != 0)
     add("--gbs",

@@ -65,6 +65,10 @@ std::vector<Violation> validate_against_hardware(const HardwareProfile& hw, cons
                                                  const Plan& p);
 
 // Checks the plan against the model, the GPU count and the workload. Empty = valid.
+// Whether `layers` split into `chunks` pipeline chunks with ceil(layers/chunks) in every middle
+// chunk leaves at least one layer each for the first and last (the uneven split, uneven_pp).
+bool uneven_split_exists(int layers, int chunks);
+
 std::vector<Violation> validate_plan(const ModelSpec& model, int num_gpus, const Workload& w,
                                      const Plan& p);
 

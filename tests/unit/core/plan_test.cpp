@@ -132,3 +132,28 @@ TEST(PlanValidation, ReportsEveryViolationNotJustTheFirst) {
 
 }  // namespace
 }  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// The uneven split: every middle chunk takes ceil(L / n) layers, the first and last share the
+// rest. Llama 3 405B (126 layers) on 16 stages is 7 / 8 x 14 / 7 (Llama 3 paper, section 3.3.2).
+TEST(PlanValidation, UnevenSplitExistsWhenFirstAndLastKeepALayer) {
+  EXPECT_TRUE(uneven_split_exists(126, 16));  // 126 - 14 x 8 = 14 = 7 + 7
+  EXPECT_TRUE(uneven_split_exists(32, 5));    // 32 - 3 x 7 = 11 = 5 + 6
+  EXPECT_TRUE(uneven_split_exists(32, 12));   // 32 - 10 x 3 = 2 = 1 + 1
+  EXPECT_FALSE(uneven_split_exists(32, 20));  // 32 - 18 x 2 < 0
+  EXPECT_FALSE(uneven_split_exists(9, 8));    // 9 - 6 x 2 < 0
+  const ModelSpec m = load_model("llama3-8b");
+  Workload w;
+  Plan p;
+  p.tp = 1, p.pp = 4, p.vpp = 5, p.dp = 8, p.uneven_pp = true;
+  p.schedule = "interleaved";
+  bool named = false;
+  for (const auto& v : validate_plan(m, 32, w, p))
+    if (v.flag == "--pp" && v.reason.find("no split exists") != std::string::npos) named = true;
+  EXPECT_TRUE(named);
+}
+
+}  // namespace
+}  // namespace dtplan
