@@ -24,15 +24,21 @@ if ! "${mpi[@]}" "$dtplan" list backends >/dev/null 2>&1; then
 fi
 
 echo "== 1. quick calibration under mpirun -np 2"
-start=$(date +%s)
-"${mpi[@]}" "$dtplan" calibrate --backend cpu --profile cpu-host --quick --out "$work/p.yaml" \
-  > "$work/run1.out" 2> "$work/run1.err" || { cat "$work/run1.err"; exit 1; }
-echo "   took $(( $(date +%s) - start )) s"
-cat "$work/run1.out"
-grep -q "on 2 rank(s)" "$work/run1.err" || { echo "FAIL: not 2 ranks"; cat "$work/run1.err"; exit 1; }
-"$dtplan" estimate --cluster "$work/p.yaml" --gpus 2 --model megatron-1.7b --tp 2 --gbs 8 \
-  --seq 512 > "$work/est.out" || { echo "FAIL: the calibrated profile does not estimate"; exit 1; }
-python3 - "$work/p.yaml" "$work/p.yaml.journal" <<'PY'
+# The fit is checked against the run's own measurements. Timing on a 2-core host is only as good
+# as the host is quiet: if other work disturbed the run (the check fails), it is run once more
+# from scratch and both results are printed.
+calibrate_and_check() {
+  rm -f "$work/p.yaml" "$work/p.md" "$work/p.yaml.journal"
+  local start
+  start=$(date +%s)
+  "${mpi[@]}" "$dtplan" calibrate --backend cpu --profile cpu-host --quick --out "$work/p.yaml" \
+    > "$work/run1.out" 2> "$work/run1.err" || { cat "$work/run1.err"; exit 1; }
+  echo "   took $(( $(date +%s) - start )) s"
+  cat "$work/run1.out"
+  grep -q "on 2 rank(s)" "$work/run1.err" || { echo "FAIL: not 2 ranks"; cat "$work/run1.err"; exit 1; }
+  "$dtplan" estimate --cluster "$work/p.yaml" --gpus 2 --model megatron-1.7b --tp 2 --gbs 8 \
+    --seq 512 > "$work/est.out" || { echo "FAIL: the calibrated profile does not estimate"; exit 1; }
+  python3 - "$work/p.yaml" "$work/p.yaml.journal" <<'PY'
 import json, re, sys
 prof, journal = sys.argv[1], sys.argv[2]
 text = open(prof).read()
@@ -70,8 +76,13 @@ for x in meas:
     worst = max(worst, abs(pred - x["time_s"]) / x["time_s"])
 print(f"   {len(meas)} collective measurements, {len(curves)} fitted curves; worst |fit - measured| = {100*worst:.1f}%")
 if worst > 0.10:
-    sys.exit("FAIL: a fitted alpha-beta curve misses its own measurement by more than 10%")
+    sys.exit("   a fitted alpha-beta curve misses its own measurement by more than 10%")
 PY
+}
+if ! calibrate_and_check; then
+  echo "   the fit check failed once; measuring again (load on the host while this ran?)"
+  calibrate_and_check || { echo "FAIL: a fitted alpha-beta curve misses its own measurement by more than 10%"; exit 1; }
+fi
 
 echo "== 2. kill mid-run, then --resume"
 stall_key="all_gather intra_node n2 4194304"
