@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <ctime>
 #include <mutex>
 #include <sstream>
@@ -86,8 +87,8 @@ class Watchdog {
 std::string describe(const Task& t) {
   if (t.kind == TaskKind::kGemm)
     return fmt::format("GEMM {} {} x {} x {}", to_string(t.precision), t.m, t.n, t.k);
-  return fmt::format("{} of {} bytes in a {} group of {} rank(s)", to_string(t.op), t.bytes,
-                     to_string(t.scope), t.group_size);
+  return fmt::format("{} of {} bytes in a group of {} rank(s) ({})", to_string(t.op), t.bytes,
+                     t.group_size, to_string(t.scope));
 }
 
 std::string utc_date() {
@@ -131,7 +132,11 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
                      "nothing to measure: the selected operations need more ranks, sizes or "
                      "precisions than this run has");
 
+  // Replaying recorded files measures nothing: its journal is scratch, started afresh and
+  // removed at the end (unless the user names one).
+  const bool scratch_journal = !session->recorded_tasks().empty() && o.journal.empty();
   const std::string journal_path = o.journal.empty() ? o.out + ".journal" : o.journal;
+  if (scratch_journal && world.is_root()) std::remove(journal_path.c_str());
   const std::string summary_path = o.summary.empty() ? replace_extension(o.out, ".md") : o.summary;
   std::unique_ptr<Journal> journal;
   std::string done(tasks.size(), '0');
@@ -255,16 +260,24 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
   // The written profile must load as any other (a failure here is a bug, reported as such).
   HardwareProfile check = load_profile_file(o.out);
   write_file_atomic(summary_path, calibration_summary_markdown(base, r, o.out));
-  fmt::print(
-      "calibrated profile: {}\nsummary: {}\njournal: {} ({} measurements, {} from earlier "
-      "runs)\n",
-      o.out, summary_path, journal_path, r.measurements.size(), reused);
+  if (scratch_journal) {
+    journal.reset();
+    std::remove(journal_path.c_str());
+    fmt::print("calibrated profile: {}\nsummary: {}\n({} recorded measurements replayed)\n", o.out,
+               summary_path, r.measurements.size());
+  } else {
+    fmt::print(
+        "calibrated profile: {}\nsummary: {}\njournal: {} ({} measurements, {} from "
+        "earlier runs)\n",
+        o.out, summary_path, journal_path, r.measurements.size(), reused);
+  }
   for (const auto& g : r.gemm_fits)
     fmt::print(
         "gemm {}: max_fraction {:.3f}, half_saturation {:.3g} GFLOP, R^2 {:.4f}, max "
-        "residual {:.1f}% over {} shapes\n",
+        "residual {:.1f}% over {} shapes{}\n",
         to_string(g.precision), g.max_fraction, g.half_saturation_gflop, g.r2,
-        100 * g.max_rel_residual, g.points);
+        100 * g.max_rel_residual, g.points,
+        weak_fit(g) ? " (weak fit: trust the measured table, not the model, here)" : "");
   for (const auto& c : r.collective_fits)
     fmt::print("{} {} n{}: {} regime(s), R^2 {:.4f}, max residual {:.1f}% over {} sizes\n",
                to_string(c.op), to_string(c.scope), c.group_size, c.segments.size(), c.r2,

@@ -140,6 +140,8 @@ std::string calibrated_profile_yaml(const std::string& base_path, const Hardware
       r.date, base_path, out.c_str());
 }
 
+bool weak_fit(const GemmFit& g) { return g.r2 < 0.9 || g.max_rel_residual > 0.25; }
+
 std::string calibration_summary_markdown(const HardwareProfile& base, const CalibrationResult& r,
                                          const std::string& profile_path) {
   std::string md = fmt::format("# Calibration of {} ({})\n\n", r.env.device, r.date);
@@ -183,6 +185,13 @@ std::string calibration_summary_markdown(const HardwareProfile& base, const Cali
                         to_string(g.precision), g.max_fraction, g.half_saturation_gflop,
                         g.min_gflop, g.max_gflop, g.points, g.r2, 100 * g.max_rel_residual);
     md += "\n";
+    for (const auto& g : r.gemm_fits)
+      if (weak_fit(g))
+        md += fmt::format(
+            "**Weak fit ({}):** R^2 {:.2f}, largest residual {:.0f}%. The efficiency model "
+            "(tiles, waves, saturation) does not describe this device well; the measured table "
+            "still gives exact times for the shapes it covers.\n\n",
+            to_string(g.precision), g.r2, 100 * g.max_rel_residual);
   }
   if (!r.collective_fits.empty()) {
     md +=

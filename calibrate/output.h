@@ -25,6 +25,8 @@ struct CalibrationResult {
 // `base_path` is the base profile's YAML (its text is kept, fields replaced).
 std::string calibrated_profile_yaml(const std::string& base_path, const HardwareProfile& base,
                                     const CalibrationResult& r);
+// A GEMM fit too weak to trust for shapes it did not measure (R^2 < 0.9 or a residual > 25%).
+bool weak_fit(const GemmFit& g);
 std::string calibration_summary_markdown(const HardwareProfile& base, const CalibrationResult& r,
                                          const std::string& profile_path);
 

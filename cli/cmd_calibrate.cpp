@@ -49,7 +49,7 @@ void register_calibrate(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--timeout-s", o.timeout_s,
                   "abort when one measurement takes longer (a hung collective)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str();
   cmd->add_option("--input", o.backend_options.inputs,
                   "replay: recorded measurements (journal, CSV or nccl-tests -J JSON); repeatable");

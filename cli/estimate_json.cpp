@@ -95,7 +95,7 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
   std::string o;
   auto out = std::back_inserter(o);
   const HardwareProfile& hw = r.cluster.profile;
-  fmt::format_to(out, "{} on {} x {} ({}, {} nodes)\n", r.model.display_name, r.cluster.num_gpus,
+  fmt::format_to(out, "{} on {} x {} ({}, {} node(s))\n", r.model.display_name, r.cluster.num_gpus,
                  hw.gpu.name, hw.name, r.cluster.nodes());
   fmt::format_to(out, "plan  {}  ({} micro-batches, seq {}, {}, {} attention)\n\n",
                  r.plan.describe(), e.microbatches, r.workload.seq_len,
@@ -121,7 +121,8 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                  pct(e.optimizer_s, st));
   fmt::format_to(out, "{:<28} {:>10.0f}  ({:.0f} per GPU)\n", "tokens/s", e.tokens_per_s,
                  e.tokens_per_s_per_gpu);
-  fmt::format_to(out, "{:<28} {:>10.1f}  TFLOP/s per GPU\n", "model FLOPs", e.model_tflops_per_gpu);
+  fmt::format_to(out, "{:<28} {:>10.{}f}  TFLOP/s per GPU\n", "model FLOPs", e.model_tflops_per_gpu,
+                 e.model_tflops_per_gpu < 10 ? 3 : 1);
   fmt::format_to(out, "{:<28} {:>9.1f}%  HFU {:.1f}%\n", "MFU", 100 * e.mfu, 100 * e.hfu);
   fmt::format_to(out, "  ({})\n", describe(conv));
   fmt::format_to(out, "{:<28} {:>9.1f}%   exposed communication share {:.1f}%\n", "bubble fraction",

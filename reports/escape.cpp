@@ -62,9 +62,6 @@ std::string markdown_cell(std::string_view text) {
       case '<':
         out += "&lt;";
         break;
-      case '>':
-        out += "&gt;";
-        break;
       case '&':
         out += "&amp;";
         break;

@@ -270,6 +270,16 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
                                 best.estimate.memory_peak.total_bytes()) /
                                units::kGiB;
           out.reason = explain(a.what, best, out.row, domain);
+          // The same plan can be the best alternative in several dimensions (no PP and ZeRO-3
+          // instead of PP, say): one row naming every dimension.
+          bool merged = false;
+          for (auto& prev : d.alternatives)
+            if (prev.found && prev.row.plan.describe() == out.row.plan.describe()) {
+              prev.dimension += " / " + out.dimension;
+              merged = true;
+              break;
+            }
+          if (merged) continue;
         }
         d.alternatives.push_back(std::move(out));
       }
@@ -280,7 +290,7 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
       Timeline& t = d.timeline;
       if (bp.pp > 1 && !des::simulator_supports(bp.schedule)) {
         t.note = fmt::format(
-            "The discrete-event simulator orders gpipe, 1f1b and interleaved pipelines; the "
+            "The discrete-event simulator orders gpipe, 1f1b, interleaved and zb-h1 pipelines; the "
             "recommended schedule '{}' is estimated in closed form only.",
             bp.schedule);
       } else {

@@ -26,6 +26,12 @@ void CalibrationCoverage::note_gemm(const HardwareProfile& hw, Precision p, int6
           m, n, k, to_string(p), gflop, f.min_gflop, f.max_gflop)];
     return;
   }
+  if (!hw.calibration.gemm_fits.empty())
+    ++findings_[fmt::format(
+        "GEMMs in {}: the calibration measured {} only; its fitted efficiency is applied to {} "
+        "at the profile's {} peak",
+        to_string(p), to_string(hw.calibration.gemm_fits.front().precision), to_string(p),
+        to_string(p))];
 }
 
 void CalibrationCoverage::note_collective(const HardwareProfile& hw, CollectiveOp op, double bytes,

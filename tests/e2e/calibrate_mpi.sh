@@ -134,7 +134,7 @@ if DTPLAN_CPU_BACKEND_STALL="all_reduce intra_node n2 8192" setsid "${mpi[@]}" "
   echo "FAIL: a hung run exited 0"; exit 1
 fi
 echo "   aborted after $(( $(date +%s) - start )) s"
-grep -q "all_reduce of 8192 bytes in a intra_node group of 2 rank(s) did not complete within 2 s" "$work/w.err" \
+grep -q "all_reduce of 8192 bytes in a group of 2 rank(s) (intra_node) did not complete within 2 s" "$work/w.err" \
   || { echo "FAIL: the watchdog error does not name the operation"; cat "$work/w.err"; exit 1; }
 grep -q "rank 0 (host .*, GPU 0)" "$work/w.err" || { echo "FAIL: no host/GPU in the error"; cat "$work/w.err"; exit 1; }
 echo "calibrate_mpi: all checks passed"

@@ -147,7 +147,7 @@ TEST(Report, EmbeddedJsonSurvivesEscaping) {
   EXPECT_EQ(safe.find('<'), std::string::npos);
   EXPECT_EQ(nlohmann::json::parse(safe), nlohmann::json::parse(json));
   EXPECT_EQ(html_escape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
-  EXPECT_EQ(markdown_cell("a|b<i>\n"), "a\\|b&lt;i&gt; ");
+  EXPECT_EQ(markdown_cell("a|b<i>\n"), "a\\|b&lt;i> ");  // '>' alone opens no tag
 }
 
 // Every pipe table: a delimiter row, and the header's cell count in every row.
