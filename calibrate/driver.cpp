@@ -11,6 +11,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 
 #include "calibrate/fit.h"
 #include "calibrate/journal.h"
@@ -162,15 +163,19 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
   const std::string signature =
       fmt::format("backend={} ranks={} {}", o.backend, world.size(), o.sweep.signature());
   // The journal's measurements in sweep order (earlier runs and this one), on rank 0.
-  auto journal_measurements = [&] {
+  // Index i of `out` is task i when `index` is given (-1 where the journal has none).
+  auto journal_measurements = [&](std::vector<int>* index = nullptr) {
     std::vector<Measurement> out;
     Journal view(journal_path, signature, true);
-    for (const auto& t : tasks)
-      for (const auto& m : view.existing())
-        if (m.task.key() == t.key()) {
-          out.push_back(m);
-          break;
-        }
+    std::unordered_map<std::string, const Measurement*> by_key;
+    for (const auto& m : view.existing()) by_key.emplace(m.task.key(), &m);
+    if (index) index->assign(tasks.size(), -1);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      auto it = by_key.find(tasks[i].key());
+      if (it == by_key.end()) continue;
+      if (index) (*index)[i] = static_cast<int>(out.size());
+      out.push_back(*it->second);
+    }
     return out;
   };
   {
@@ -198,19 +203,17 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
     if (session->recorded_tasks().empty()) {
       std::string again;
       if (world.is_root()) {
-        const auto ms = journal_measurements();
+        std::vector<int> index;
+        const auto ms = journal_measurements(&index);
         const auto fits = fit_collectives(ms);
         for (size_t i = 0; i < tasks.size(); ++i) {
-          if (tasks[i].kind != TaskKind::kCollective) continue;
-          for (const auto& m : ms) {
-            if (m.task.key() != tasks[i].key()) continue;
-            for (const auto& f : fits)
-              if (f.op == m.task.op && f.scope == m.task.scope &&
-                  f.group_size == m.task.group_size &&
-                  std::abs(f.predict_s(static_cast<double>(m.task.bytes)) - m.time_s) >
-                      0.10 * m.time_s)
-                again += fmt::format("{} ", i);
-          }
+          if (tasks[i].kind != TaskKind::kCollective || index[i] < 0) continue;
+          const Measurement& m = ms[static_cast<size_t>(index[i])];
+          for (const auto& f : fits)
+            if (f.op == m.task.op && f.scope == m.task.scope && f.group_size == m.task.group_size &&
+                std::abs(f.predict_s(static_cast<double>(m.task.bytes)) - m.time_s) >
+                    0.10 * m.time_s)
+              again += fmt::format("{} ", i);
         }
       }
       again = world.broadcast(again);

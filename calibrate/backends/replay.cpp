@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <set>
+#include <unordered_map>
 
 #include "calibrate/i_backend.h"
 #include "calibrate/process_group.h"
@@ -31,6 +32,7 @@ class ReplaySession : public ICalibrationSession {
           ++duplicates_;
           continue;
         }
+        by_key_.emplace(r.measurement.task.key(), records_.size());
         if (env_.device.empty()) env_.device = r.device;
         if (env_.software.empty()) env_.software = r.software;
         records_.push_back(std::move(r));
@@ -56,8 +58,8 @@ class ReplaySession : public ICalibrationSession {
     return out;
   }
   Measurement measure(const Task& task) override {
-    for (const auto& r : records_)
-      if (r.measurement.task.key() == task.key()) return r.measurement;
+    auto it = by_key_.find(task.key());
+    if (it != by_key_.end()) return records_[it->second].measurement;
     throw InputError(SourceLocation{}, "--input",
                      fmt::format("no recorded measurement for {}", task.key()));
   }
@@ -65,6 +67,7 @@ class ReplaySession : public ICalibrationSession {
  private:
   Environment env_;
   std::vector<Recorded> records_;
+  std::unordered_map<std::string, size_t> by_key_;  // task key -> index in records_
   int duplicates_ = 0;
 };
 
