@@ -126,8 +126,10 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
   env.max_collective_bytes =
       static_cast<int64_t>(-world.max(-static_cast<double>(env.max_collective_bytes)));
 
+  // A replaying session defines its own tasks; a measuring one runs the standard sweep.
   std::vector<Task> tasks = session->recorded_tasks();
-  if (tasks.empty()) tasks = standard_sweep(o.sweep, env, world);
+  const bool replaying = !tasks.empty();
+  if (!replaying) tasks = standard_sweep(o.sweep, env, world);
   if (tasks.empty())
     throw InputError(SourceLocation{}, "--ops",
                      "nothing to measure: the selected operations need more ranks, sizes or "
@@ -135,17 +137,16 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
 
   // Replaying recorded files measures nothing: its journal is scratch, started afresh and
   // removed at the end (unless the user names one).
-  const bool scratch_journal = !session->recorded_tasks().empty() && o.journal.empty();
+  const bool scratch_journal = replaying && o.journal.empty();
   const std::string journal_path = o.journal.empty() ? o.out + ".journal" : o.journal;
   if (scratch_journal && world.is_root()) std::remove(journal_path.c_str());
   const std::string summary_path = o.summary.empty() ? replace_extension(o.out, ".md") : o.summary;
+  const std::string signature =
+      fmt::format("backend={} ranks={} {}", o.backend, world.size(), o.sweep.signature());
   std::unique_ptr<Journal> journal;
   std::string done(tasks.size(), '0');
   if (world.is_root()) {
-    journal = std::make_unique<Journal>(
-        journal_path,
-        fmt::format("backend={} ranks={} {}", o.backend, world.size(), o.sweep.signature()),
-        o.resume);
+    journal = std::make_unique<Journal>(journal_path, signature, o.resume);
     if (journal->torn_bytes() > 0)
       fmt::print(stderr,
                  "dtplan: note: cut {} bytes of a measurement torn by the interrupted run\n",
@@ -160,8 +161,6 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
                tasks.size(), world.size(), world.nodes(), reused, journal_path);
 
   const bool tty = isatty(STDERR_FILENO) != 0;
-  const std::string signature =
-      fmt::format("backend={} ranks={} {}", o.backend, world.size(), o.sweep.signature());
   // The journal's measurements in sweep order (earlier runs and this one), on rank 0.
   // Index i of `out` is task i when `index` is given (-1 where the journal has none).
   auto journal_measurements = [&](std::vector<int>* index = nullptr) {
@@ -180,7 +179,7 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
   };
   {
     Watchdog dog(o.timeout_s, world, *session);
-    size_t measured = 0, todo = tasks.size() - reused;
+    size_t measured = 0, to_measure = tasks.size() - reused;
     auto start = std::chrono::steady_clock::now();
     for (size_t i = 0; i < tasks.size(); ++i) {
       if (done[i] == '1') continue;
@@ -190,17 +189,17 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
       ++measured;
       if (world.is_root()) {
         journal->append(m);
-        if (o.progress && (tty || measured == todo || measured % 25 == 0)) {
+        if (o.progress && (tty || measured == to_measure || measured % 25 == 0)) {
           const double el =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           fmt::print(stderr, "{}[{}/{}] {} ({:.0f} s elapsed){}", tty ? "\r\033[K" : "", measured,
-                     todo, describe(tasks[i]), el, tty && measured < todo ? "" : "\n");
+                     to_measure, describe(tasks[i]), el, tty && measured < to_measure ? "" : "\n");
         }
       }
     }
     // One second look at the collective sizes the fit misses by more than 10% (a measurement
     // disturbed by other work on the host or fabric); the faster of the two is kept.
-    if (session->recorded_tasks().empty()) {
+    if (!replaying) {
       std::string again;
       if (world.is_root()) {
         std::vector<int> index;

@@ -142,6 +142,27 @@ class CudaSession : public ICalibrationSession {
   }
 
  private:
+  // One operation's time on the stream: warm-up, then --repeats timed batches of enough
+  // iterations that a batch lasts about a millisecond (CUDA events); the median is kept.
+  template <typename Run>
+  double time_on_stream(const Run& run) {
+    for (int i = 0; i < std::max(1, o_.warmup); ++i) run();
+    CUDA_OK(cudaStreamSynchronize(stream_));
+    auto batch_ms = [&](int iters) {
+      CUDA_OK(cudaEventRecord(start_, stream_));
+      for (int i = 0; i < iters; ++i) run();
+      CUDA_OK(cudaEventRecord(stop_, stream_));
+      CUDA_OK(cudaEventSynchronize(stop_));
+      float ms = 0;
+      CUDA_OK(cudaEventElapsedTime(&ms, start_, stop_));
+      return static_cast<double>(ms);
+    };
+    const int iters = static_cast<int>(std::clamp(1.0 / std::max(batch_ms(1), 1e-4), 1.0, 100.0));
+    std::vector<double> times;
+    for (int r = 0; r < o_.repeats; ++r) times.push_back(batch_ms(iters) * 1e-3 / iters);
+    return median(times);
+  }
+
   double time_gemm(const Task& t, std::string& algo_name) {
     cudaDataType_t ab = CUDA_R_16BF, cd = CUDA_R_16BF;
     size_t elem = 2;
@@ -182,27 +203,7 @@ class CudaSession : public ICalibrationSession {
         LT_OK(cublasLtMatmul(lt_, op, &alpha, a, la, b, lb, &beta, c, lc, c, lc, &heur.algo,
                              workspace_, workspace_bytes_, stream_));
       };
-      for (int i = 0; i < std::max(1, o_.warmup); ++i) run();
-      CUDA_OK(cudaStreamSynchronize(stream_));
-      // Enough iterations that one repeat lasts about a millisecond.
-      CUDA_OK(cudaEventRecord(start_, stream_));
-      run();
-      CUDA_OK(cudaEventRecord(stop_, stream_));
-      CUDA_OK(cudaEventSynchronize(stop_));
-      float one_ms = 0;
-      CUDA_OK(cudaEventElapsedTime(&one_ms, start_, stop_));
-      const int iters = static_cast<int>(std::clamp(1.0 / std::max(one_ms, 1e-4f), 1.0, 100.0));
-      std::vector<double> times;
-      for (int r = 0; r < o_.repeats; ++r) {
-        CUDA_OK(cudaEventRecord(start_, stream_));
-        for (int i = 0; i < iters; ++i) run();
-        CUDA_OK(cudaEventRecord(stop_, stream_));
-        CUDA_OK(cudaEventSynchronize(stop_));
-        float ms = 0;
-        CUDA_OK(cudaEventElapsedTime(&ms, start_, stop_));
-        times.push_back(ms * 1e-3 / iters);
-      }
-      result = median(times);
+      result = time_on_stream(run);
       algo_name = "cublasLt";
     } catch (...) {
       cleanup_gemm(op, la, lb, lc, pref, a, b, c);
@@ -290,26 +291,7 @@ class CudaSession : public ICalibrationSession {
     };
     double result = 0;
     try {
-      for (int i = 0; i < std::max(1, o_.warmup); ++i) run();
-      CUDA_OK(cudaStreamSynchronize(stream_));
-      CUDA_OK(cudaEventRecord(start_, stream_));
-      run();
-      CUDA_OK(cudaEventRecord(stop_, stream_));
-      CUDA_OK(cudaEventSynchronize(stop_));
-      float one_ms = 0;
-      CUDA_OK(cudaEventElapsedTime(&one_ms, start_, stop_));
-      const int iters = static_cast<int>(std::clamp(1.0 / std::max(one_ms, 1e-4f), 1.0, 50.0));
-      std::vector<double> times;
-      for (int r = 0; r < o_.repeats; ++r) {
-        CUDA_OK(cudaEventRecord(start_, stream_));
-        for (int i = 0; i < iters; ++i) run();
-        CUDA_OK(cudaEventRecord(stop_, stream_));
-        CUDA_OK(cudaEventSynchronize(stop_));
-        float ms = 0;
-        CUDA_OK(cudaEventElapsedTime(&ms, start_, stop_));
-        times.push_back(ms * 1e-3 / iters);
-      }
-      result = median(times);
+      result = time_on_stream(run);
     } catch (...) {
       cudaFree(send);
       cudaFree(recv);
