@@ -35,7 +35,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
     des::StepSimResult s = des::simulate_step(r.model, r.cluster, r.workload, r.plan,
                                               contention == "on", !trace.empty());
     if (!trace.empty()) {
-      write_file_atomic(trace, des::trace_json(s.trace, r.plan.pp));
+      write_file_atomic(trace, des::trace_json(s.trace, r.plan.pp, s.gpus));
       fmt::print(stderr, "wrote {}\n", trace);
     }
     if (json) {

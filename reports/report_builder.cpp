@@ -303,8 +303,9 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
         t.events = s.events;
         t.tasks.reserve(s.trace.size());
         for (const auto& ev : s.trace)
-          t.tasks.push_back(
-              {ev.stage, ev.name.empty() ? 'F' : ev.name.front(), ev.start_s, ev.end_s});
+          if (ev.stream == des::StreamKind::kCompute)
+            t.tasks.push_back(
+                {ev.stage, ev.name.empty() ? 'F' : ev.name.front(), ev.start_s, ev.end_s});
         t.note = fmt::format(
             "{} tasks on {} pipeline stage(s); simulated pipeline {:.3f} s, simulated step "
             "{:.3f} s vs closed form {:.3f} s ({:+.2f}%).",

@@ -35,6 +35,10 @@ std::vector<Violation> validate_schedule(const Plan& p) {
   if (p.pp > 1 && !s->accepts_chunks(p.vpp))
     v.push_back({"--vpp", fmt::format("schedule '{}' cannot run vpp = {}: {}", p.schedule, p.vpp,
                                       s->chunks_rule())});
+  if (p.pp > 1 && p.gbs > 0 && !s->accepts_microbatches(p.pp, p.vpp, p.num_microbatches()))
+    v.push_back(
+        {"--mbs", fmt::format("schedule '{}' with pp = {} cannot run {} micro-batches: {}",
+                              p.schedule, p.pp, p.num_microbatches(), s->microbatches_rule())});
   if (p.pp > 1024) v.push_back({"--pp", "at most 1024 pipeline stages are modelled"});
   return v;
 }
@@ -345,6 +349,11 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     const RankLayers l = *new (&stage_layers[i]) RankLayers(layers_on_rank(m, p, i));
     // Middle stages with the same layers as the previous middle stage take the same time.
     if (i >= 2 && i < pp - 1 && l == stage_layers[static_cast<size_t>(i - 1)]) {
+      if (detail) {
+        detail->exposed_tp_cp_ep.resize(static_cast<size_t>(pp));
+        detail->exposed_tp_cp_ep[static_cast<size_t>(i)] =
+            detail->exposed_tp_cp_ep[static_cast<size_t>(i - 1)];
+      }
       f[static_cast<size_t>(i)] = f[static_cast<size_t>(i - 1)];
       b[static_cast<size_t>(i)] = b[static_cast<size_t>(i - 1)];
       wg[static_cast<size_t>(i)] = wg[static_cast<size_t>(i - 1)];
@@ -372,6 +381,10 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
       f[i] += hops * t_p2p;
       b[i] += hops * t_p2p;
       exp[static_cast<int>(CommDim::kPP)] += 2 * hops * t_p2p;
+    }
+    if (detail) {
+      detail->exposed_tp_cp_ep.resize(static_cast<size_t>(pp));
+      detail->exposed_tp_cp_ep[static_cast<size_t>(i)] = {exp[0], exp[1], exp[2]};
     }
     const double t = f[i] + b[i] + wg[i];
     if (t > busiest_t) {
@@ -425,6 +438,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     memo_size = std::min(memo_size + 1, 8);
     return t;
   };
+  if (detail) detail->dp_s.assign(p.zero == 3 ? 0 : static_cast<size_t>(pp), 0.0);
+  double prev_t_dp = 0;
   for (int i = 0; i < pp; ++i) {
     // A middle stage like the previous one has the same reduction, started later (more slack):
     // it cannot expose more than the previous one.
@@ -432,8 +447,10 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
         stage_layers[static_cast<size_t>(i)] == stage_layers[static_cast<size_t>(i - 1)] &&
         b[static_cast<size_t>(i)] + wg[static_cast<size_t>(i)] ==
             b[static_cast<size_t>(i - 1)] + wg[static_cast<size_t>(i - 1)] &&
-        i != busiest)
+        i != busiest) {
+      if (detail && p.zero != 3) detail->dp_s[static_cast<size_t>(i)] = prev_t_dp;
       continue;
+    }
     const ParamsOnRank prm = params_on_rank(m, counts, p, i, stage_layers[static_cast<size_t>(i)]);
     double t_dp = 0, vol = 0;
     auto reduce = [&](double params, const GroupPlacement& g) {
@@ -492,10 +509,13 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
       exposed_i = t_dp;
     }
     exposed_i = std::max(0.0, exposed_i - slack);
+    prev_t_dp = t_dp;
+    if (detail && p.zero != 3) detail->dp_s[static_cast<size_t>(i)] = t_dp;
     exposed_dp = std::max(exposed_dp, exposed_i);
     dp_time_total = std::max(dp_time_total, t_dp);
     if (i == busiest) dp_volume = vol;
   }
+  if (detail) detail->dp_exposed_s = exposed_dp;
   // Tied embeddings across pipeline stages: the first and last stage all-reduce the
   // embedding gradient every step (Megatron _allreduce_embedding_grads).
   if (pp > 1 && m.tied_embeddings) {

@@ -5,6 +5,7 @@
 // validate_schedule (violations are the caller's to report).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,12 @@ struct PipelineDetail {
   double p2p_s = 0;  // one activation send between neighbouring ranks
   double p2p_bytes = 0;
   double pipeline_s = 0;  // the closed form's pipeline time (compute + bubble + sends)
+  // Per stage: its data-parallel gradient collectives, alone (empty with ZeRO-3, whose
+  // per-layer gathers stay in closed form), and the exposed part the closed form charged.
+  std::vector<double> dp_s;
+  double dp_exposed_s = 0;
+  // Per stage: exposed TP, CP and EP communication of one micro-batch (all passes), seconds.
+  std::vector<std::array<double, 3>> exposed_tp_cp_ep;
 };
 
 // Per-layer op costs keyed by the plan fields they depend on (tp, cp, sp, micro-batch,

@@ -3,14 +3,40 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <memory>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "simulator/des/engine.h"
 #include "simulator/des/resources.h"
+#include "simulator/des/topology.h"
 
 namespace dtplan::des {
 
+const char* stream_name(StreamKind s) {
+  switch (s) {
+    case StreamKind::kCompute:
+      return "compute";
+    case StreamKind::kTp:
+      return "tp";
+    case StreamKind::kCp:
+      return "cp";
+    case StreamKind::kEp:
+      return "ep";
+    case StreamKind::kPpSend:
+      return "pp send";
+    case StreamKind::kPpRecv:
+      return "pp recv";
+    case StreamKind::kDp:
+      return "dp";
+  }
+  return "?";
+}
+
 namespace {
+
+// Engine event kinds of the simulation.
+enum EventKind : uint32_t { kTaskDone = 0, kArrived = 1, kDpDone = 2 };
 
 enum Pass : uint32_t { kF = 0, kB = 1, kW = 2 };
 
@@ -52,18 +78,27 @@ std::vector<Task> order_for(int s, const PipelineSimInput& in, PipelineOrder ord
     }
     return t;
   }
-  // Interleaved: virtual micro-batch k -> (chunk, micro-batch) in groups of p.
+  // Interleaved: micro-batches in groups of p; each group runs through chunk 0, then chunk 1,
+  // ... (Megatron's virtual micro-batch order; a last group smaller than p when p does not
+  // divide m, as Megatron-Core's microbatch_group_size_per_vp_stage = p does).
+  std::vector<Task> fwd, bwd;
+  for (int g0 = 0; g0 < m; g0 += p) {
+    const int size = std::min(p, m - g0);
+    for (int c = 0; c < v; ++c)
+      for (int i = 0; i < size; ++i) {
+        fwd.push_back({kF, g0 + i, c});
+        bwd.push_back({kB, g0 + i, v - 1 - c});
+      }
+  }
   const int total = m * v;
-  auto fwd = [&](int k) { return Task{kF, (k / (p * v)) * p + k % p, (k / p) % v}; };
-  auto bwd = [&](int k) { return Task{kB, (k / (p * v)) * p + k % p, v - 1 - (k / p) % v}; };
   const int warm = std::min(total, (p - s - 1) * 2 + (v - 1) * p);
   int f = 0, b = 0;
-  for (; f < warm; ++f) t.push_back(fwd(f));
+  for (; f < warm; ++f) t.push_back(fwd[static_cast<size_t>(f)]);
   while (f < total) {
-    t.push_back(fwd(f++));
-    t.push_back(bwd(b++));
+    t.push_back(fwd[static_cast<size_t>(f++)]);
+    t.push_back(bwd[static_cast<size_t>(b++)]);
   }
-  while (b < total) t.push_back(bwd(b++));
+  while (b < total) t.push_back(bwd[static_cast<size_t>(b++)]);
   return t;
 }
 
@@ -84,6 +119,20 @@ class Sim final : public Handler {
       busy_s_.push_back(0);
       live_.push_back(0);
       peak_live_.push_back(0);
+      size_t last_b = 0;
+      for (size_t k = 0; k < orders_.back().size(); ++k)
+        if (orders_.back()[k].pass == kB) last_b = k;
+      last_b_.push_back(last_b);
+    }
+    dp_active_.assign(static_cast<size_t>(p), 0);
+    dp_phase_.assign(static_cast<size_t>(p), 0);
+    dp_end_.assign(static_cast<size_t>(p), 0.0);
+    compute_done_.assign(static_cast<size_t>(p), 0);
+    if (in.hw && static_cast<int>(in.gpu.size()) == p) {
+      std::vector<int> gpus = in.gpu;
+      gpus.insert(gpus.end(), in.dp_pred.begin(), in.dp_pred.end());
+      gpus.insert(gpus.end(), in.dp_succ.begin(), in.dp_succ.end());
+      topo_ = std::make_unique<Topology>(*in.hw, in.num_gpus, gpus, net_);
     }
     // Links between neighbouring ranks, one per direction (the last rank wraps to the first
     // for interleaved chunks).
@@ -101,8 +150,18 @@ class Sim final : public Handler {
   PipelineSimResult run() {
     for (int s = 0; s < in_.p; ++s) try_start(s);
     engine_.run();
+    for (int s = 0; s < in_.p; ++s)
+      if (next_[static_cast<size_t>(s)] < orders_[static_cast<size_t>(s)].size())
+        throw std::logic_error(fmt::format(
+            "pipeline simulation stalled: rank {} ran {} of its {} tasks (p={}, v={}, m={})", s,
+            next_[static_cast<size_t>(s)], orders_[static_cast<size_t>(s)].size(), in_.p, in_.v,
+            in_.m));
     PipelineSimResult r;
-    r.makespan_s = engine_.now();
+    // Not engine_.now(): stale flow completions (superseded by a reallocation) still fire.
+    r.makespan_s = pipeline_end_;
+    for (double t : dp_end_) r.makespan_s = std::max(r.makespan_s, t);
+    r.pipeline_end_s = pipeline_end_;
+    r.dp_end_s = dp_end_;
     r.busy_s = busy_s_;
     for (int peak : peak_live_)
       r.peak_inflight_microbatches.push_back(static_cast<double>(peak) / in_.v);
@@ -115,9 +174,11 @@ class Sim final : public Handler {
   // pass, receiver, sender and slot). Sends are blocking, as Megatron's p2p calls in the
   // 1F1B schedules: the sender's stream waits for the transfer.
   void on_event(Engine& e, uint32_t kind, uint64_t payload) override {
-    if (kind == 0) {
+    if (kind == kTaskDone) {
       const int s = static_cast<int>(payload);
       finish(s, e.now());
+    } else if (kind == kDpDone) {
+      dp_done(static_cast<int>(payload & 0xffffffffu), static_cast<int>(payload >> 32));
     } else {
       const int pass = static_cast<int>(payload >> 56);
       const int to = static_cast<int>((payload >> 40) & 0xffff);
@@ -125,6 +186,17 @@ class Sim final : public Handler {
       const int idx = static_cast<int>(payload & 0xffffff);
       ready_[static_cast<size_t>(pass)][static_cast<size_t>(to)][static_cast<size_t>(idx)] = 1;
       busy_[static_cast<size_t>(from)] = false;
+      const auto it = trace_ ? send_start_.find(payload) : send_start_.end();
+      if (it != send_start_.end()) {
+        const double start = it->second;
+        send_start_.erase(it);
+        const long id = next_flow_id_++;
+        const std::string what =
+            fmt::format("{}{}.{}", pass == kF ? "act " : "grad ", idx % static_cast<size_t>(in_.m),
+                        idx / static_cast<size_t>(in_.m));
+        trace_events_.push_back({from, what, start, e.now(), StreamKind::kPpSend, id});
+        trace_events_.push_back({to, what, start, e.now(), StreamKind::kPpRecv, id});
+      }
       try_start(from);
       try_start(to);
     }
@@ -150,37 +222,62 @@ class Sim final : public Handler {
                      : t.pass == kW ? in_.w[su] / in_.v
                      : split_w_     ? in_.b[su] / in_.v
                                     : (in_.b[su] + in_.w[su]) / in_.v;
+    double dur = d;
+    if (in_.sm_slowdown > 0 && dp_active_[su] > 0) dur *= 1 + in_.sm_slowdown;  // SM contention
+    if (in_.dp_overlap && next_[su] == last_b_[su] && dp_phase_[su] == 0 && dp_seconds(s) > 0) {
+      dp_phase_[su] = 1;  // buckets reduce while the last backward produces gradients
+      start_dp(s, 0.9 * dp_seconds(s), 1);
+    }
     busy_[su] = true;
     if (t.pass == kF) peak_live_[su] = std::max(peak_live_[su], ++live_[su]);
     current_start_[s] = engine_.now();
-    busy_s_[su] += d;
-    engine_.schedule_in(d, id_, 0, static_cast<uint64_t>(s));
+    busy_s_[su] += dur;
+    engine_.schedule_in(dur, id_, kTaskDone, static_cast<uint64_t>(s));
   }
 
   void send(int pass, int from, int to, size_t idx, int link) {
     const uint64_t payload = (static_cast<uint64_t>(pass) << 56) |
                              (static_cast<uint64_t>(to) << 40) |
                              (static_cast<uint64_t>(from) << 24) | idx;
-    busy_[static_cast<size_t>(from)] = true;  // blocked until the transfer completes
-    if (in_.p2p_bytes <= 0 || in_.p2p_bytes_per_s <= 0) {
-      engine_.schedule_in(0, id_, 1, payload);
+    busy_[static_cast<size_t>(from)] = true;               // blocked until the transfer completes
+    if (in_.p2p_bytes <= 0 || in_.p2p_bytes_per_s <= 0) {  // free: no transfer to show
+      engine_.schedule_in(0, id_, kArrived, payload);
       return;
     }
-    net_.start_flow({link}, in_.p2p_bytes, {id_, 1, payload});
+    if (trace_) send_start_[payload] = engine_.now();
+    if (topo_) {
+      const std::vector<int>& path =
+          topo_->route(in_.gpu[static_cast<size_t>(from)], in_.gpu[static_cast<size_t>(to)]);
+      const double alone_s = in_.p2p_bytes / in_.p2p_bytes_per_s;
+      if (path.empty()) {
+        engine_.schedule_in(alone_s, id_, kArrived, payload);
+      } else {
+        net_.start_flow(path, alone_s * topo_->bottleneck_bytes_per_s(path),
+                        {id_, kArrived, payload});
+      }
+      return;
+    }
+    net_.start_flow({link}, in_.p2p_bytes, {id_, kArrived, payload});
   }
 
   void finish(int s, double now) {
     const auto su = static_cast<size_t>(s);
     const Task t = orders_[su][next_[su]++];
     busy_[su] = false;
-    if (trace_)
-      trace_events_.push_back({s,
-                               fmt::format("{}{}.{}",
-                                           t.pass == kF   ? 'F'
-                                           : t.pass == kB ? 'B'
-                                                          : 'W',
-                                           t.mb, t.chunk),
-                               current_start_[s], now});
+    if (next_[su] == orders_[su].size()) {
+      compute_done_[su] = 1;
+      pipeline_end_ = std::max(pipeline_end_, now);
+      if (dp_seconds(s) > 0) {
+        if (!in_.dp_overlap) {
+          dp_phase_[su] = 3;
+          start_dp(s, dp_seconds(s), 2);
+        } else if (dp_phase_[su] == 2) {
+          dp_phase_[su] = 3;
+          start_dp(s, 0.1 * dp_seconds(s), 2);
+        }
+      }
+    }
+    if (trace_) record_task(s, t, current_start_[s], now);
     if (t.pass == kW) {
       try_start(s);
       return;
@@ -203,9 +300,92 @@ class Sim final : public Handler {
     try_start(s);
   }
 
+  // A task on the trace: its compute, then the exposed TP, CP and EP communication the cost
+  // model puts inside it (each on its stream, in that order; the rank's exposed time of the
+  // dimension shared among its tasks in proportion to their length).
+  void record_task(int s, const Task& t, double start, double end) {
+    const auto su = static_cast<size_t>(s);
+    const std::string name = fmt::format("{}{}.{}",
+                                         t.pass == kF   ? 'F'
+                                         : t.pass == kB ? 'B'
+                                                        : 'W',
+                                         t.mb, t.chunk);
+    std::array<double, 3> comm{};
+    double comm_total = 0;
+    if (su < in_.comm_s.size()) {
+      const double per_mb = in_.f[su] + in_.b[su] + in_.w[su];
+      const double share = per_mb > 0 ? (end - start) / per_mb : 0;
+      for (size_t k = 0; k < 3; ++k) comm_total += comm[k] = in_.comm_s[su][k] * share;
+    }
+    double at = end - std::min(comm_total, end - start);
+    trace_events_.push_back({s, name, start, at, StreamKind::kCompute, -1});
+    constexpr StreamKind streams[3] = {StreamKind::kTp, StreamKind::kCp, StreamKind::kEp};
+    for (size_t k = 0; k < 3; ++k) {
+      if (comm[k] <= 0) continue;
+      const double to = std::min(end, at + comm[k]);
+      trace_events_.push_back({s, name, at, to, streams[k], -1});
+      at = to;
+    }
+  }
+
+  double dp_seconds(int s) const {
+    return static_cast<int>(in_.dp_s.size()) == in_.p ? in_.dp_s[static_cast<size_t>(s)] : 0.0;
+  }
+
+  // Data-parallel traffic of rank s: a flow on the rank's ring route (what it sends to its
+  // successor and receives from its predecessor), sized to take `seconds` alone. part 1: the
+  // buckets overlapped with the last backward; part 2: what remains after it.
+  void start_dp(int s, double seconds, int part) {
+    const auto su = static_cast<size_t>(s);
+    ++dp_active_[su];
+    dp_start_[s * 4 + part] = engine_.now();
+    const uint64_t payload = static_cast<uint64_t>(s) | (static_cast<uint64_t>(part) << 32);
+    std::vector<int> path;
+    if (topo_ && dp_pred_ok(s))
+      path = topo_->ring_route(in_.dp_pred[su], in_.gpu[su], in_.dp_succ[su]);
+    if (path.empty()) {
+      engine_.schedule_in(seconds, id_, kDpDone, payload);
+      return;
+    }
+    net_.start_flow(path, seconds * topo_->bottleneck_bytes_per_s(path), {id_, kDpDone, payload});
+  }
+  bool dp_pred_ok(int s) const {
+    const auto su = static_cast<size_t>(s);
+    return su < in_.dp_pred.size() && su < in_.dp_succ.size() && in_.dp_pred[su] >= 0 &&
+           in_.dp_succ[su] >= 0;
+  }
+
+  void dp_done(int s, int part) {
+    const auto su = static_cast<size_t>(s);
+    --dp_active_[su];
+    if (trace_)
+      trace_events_.push_back({s, part == 1 ? "grad reduce (overlapped)" : "grad reduce",
+                               dp_start_[s * 4 + part], engine_.now(), StreamKind::kDp, -1});
+    if (part == 1) {
+      dp_phase_[su] = 2;
+      if (compute_done_[su]) {
+        dp_phase_[su] = 3;
+        start_dp(s, 0.1 * dp_seconds(s), 2);
+      }
+      return;
+    }
+    dp_phase_[su] = 4;
+    dp_end_[su] = engine_.now();
+  }
+
   const PipelineSimInput& in_;
   Engine engine_;
   FlowNetwork net_;
+  std::unique_ptr<Topology> topo_;
+  std::vector<size_t> last_b_;  // per rank: order index of its last backward
+  std::vector<int> dp_active_;  // per rank: DP flows running
+  std::vector<int> dp_phase_;   // 0 idle, 1 overlapped part running, 2 it ended, 3 final, 4 done
+  std::vector<double> dp_end_;
+  std::vector<char> compute_done_;
+  std::unordered_map<int, double> dp_start_;
+  std::unordered_map<uint64_t, double> send_start_;
+  long next_flow_id_ = 0;
+  double pipeline_end_ = 0;
   Engine::HandlerId id_ = 0;
   bool trace_;
   bool split_w_;  // B and W are separate tasks (zero-bubble schedules)

@@ -6,8 +6,11 @@
 // timeline the schedule actually produces.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
+
+#include "core/hardware.h"
 
 namespace dtplan::des {
 
@@ -24,12 +27,35 @@ struct PipelineSimInput {
   double p2p_bytes = 0;        // activation (or gradient) per message
   double p2p_bytes_per_s = 0;  // link capacity between neighbouring ranks (0: free)
   bool link_sharing = true;
+
+  // Optional: the cluster's links (Topology) instead of one dedicated link per neighbour pair.
+  // With `hw` set and `gpu` filled, sends follow the route between the ranks' GPUs, and each
+  // rank's data-parallel gradient reduction runs as a flow on its own links after its last
+  // backward, sharing NICs with the sends still in flight. Transfers are sized so that alone
+  // they take exactly the cost model's time (p2p_bytes / p2p_bytes_per_s, dp_s).
+  const HardwareProfile* hw = nullptr;
+  int num_gpus = 0;
+  std::vector<int> gpu;               // per rank: the GPU (global rank) it runs on
+  std::vector<double> dp_s;           // per rank: gradient collectives alone (0: none)
+  std::vector<int> dp_pred, dp_succ;  // per rank: its ring neighbours' GPUs in the DP group
+  bool dp_overlap = false;            // bucketed: starts with the last backward, 10% trails it
+  double sm_slowdown = 0;             // compute slowdown while the rank's DP traffic runs
+  // Optional, for the trace: per rank, the exposed TP, CP and EP communication inside one
+  // micro-batch's tasks (seconds, all chunks and passes); shown on their own streams.
+  std::vector<std::array<double, 3>> comm_s;
 };
+
+// Streams of a simulated rank, for the trace (one thread each).
+enum class StreamKind { kCompute, kTp, kCp, kEp, kPpSend, kPpRecv, kDp };
+inline constexpr int kNumStreams = 7;
+const char* stream_name(StreamKind s);
 
 struct TraceEvent {
   int stage;
   std::string name;  // "F3.1" = forward of micro-batch 3, chunk 1 ("W3.0": weight gradients)
   double start_s, end_s;
+  StreamKind stream = StreamKind::kCompute;
+  long flow = -1;  // a send and its receive share an id (an arrow in the trace)
 };
 
 struct PipelineSimResult {
@@ -41,6 +67,8 @@ struct PipelineSimResult {
   std::vector<double> peak_inflight_microbatches;
   std::vector<TraceEvent> trace;
   long events = 0;
+  double pipeline_end_s = 0;     // the last compute task's end
+  std::vector<double> dp_end_s;  // per rank: when its gradient reduction finished
 };
 
 PipelineSimResult simulate_pipeline(const PipelineSimInput& in, PipelineOrder order,

@@ -50,6 +50,7 @@ class FlowNetwork final : public Handler {
       : engine_(engine), id_(engine.add_handler(this)), sharing_(sharing) {}
 
   int add_link(double capacity_bytes_per_s);
+  double capacity(int link) const { return capacity_[static_cast<size_t>(link)]; }
   // Starts a transfer of `bytes` over the links of `path`; `done` fires when the last byte
   // arrives. Returns the flow id (valid until the flow completes; ids are reused).
   int start_flow(const std::vector<int>& path, double bytes, Notify done);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 #include "core/error.h"
 #include "simulator/analytic/estimator.h"
@@ -10,6 +12,18 @@
 #include "simulator/workload/op.h"
 
 namespace dtplan::des {
+
+namespace {
+
+// Global rank of a (tp, cp, dp, pp) coordinate under the plan's rank order (op_program.cpp's
+// place_groups: tp innermost, then cp, then dp and pp, or pp inside dp).
+int global_rank(const Plan& p, int dp_i, int pp_i) {
+  const bool pp_inside_dp = std::strstr(p.rank_order.c_str(), "pp-dp") != nullptr;
+  const int inner = p.tp * p.cp;
+  return pp_inside_dp ? inner * (pp_i + p.pp * dp_i) : inner * (dp_i + p.dp * pp_i);
+}
+
+}  // namespace
 
 bool simulator_supports(const std::string& s) {
   return s == "gpipe" || s == "1f1b" || s == "interleaved" || s == "zb-h1";
@@ -37,12 +51,39 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   in.p2p_bytes = d.p2p_bytes;
   in.p2p_bytes_per_s = d.p2p_s > 0 ? d.p2p_bytes / d.p2p_s : 0;  // a lone send takes p2p_s
   in.link_sharing = link_sharing;
+  // Ranks on the cluster's links: stage s is represented by its first data-parallel replica
+  // (its tp/cp/dp peers are identical); its DP ring neighbours are the nearest replicas on
+  // other nodes when the group leaves the node (the ring's inter-node hops).
+  in.hw = &c.profile;
+  in.num_gpus = c.num_gpus;
+  const int per_node = std::max(1, c.profile.node.gpus_per_node);
+  for (int s = 0; s < in.p; ++s) {
+    const int self = global_rank(p, 0, s);
+    in.gpu.push_back(self);
+    int succ = -1, pred = -1;
+    if (p.dp > 1) {
+      succ = global_rank(p, 1, s);
+      pred = global_rank(p, p.dp - 1, s);
+      for (int k = 1; k < p.dp; ++k)
+        if (global_rank(p, k, s) / per_node != self / per_node) {
+          succ = global_rank(p, k, s);
+          pred = global_rank(p, (p.dp - k) % p.dp, s);
+          break;
+        }
+    }
+    in.dp_succ.push_back(succ);
+    in.dp_pred.push_back(pred);
+  }
+  const bool dp_simulated = static_cast<int>(d.dp_s.size()) == in.p;
+  if (dp_simulated) in.dp_s = d.dp_s;
+  in.dp_overlap = p.overlap_grad_reduce;
+  in.comm_s = d.exposed_tp_cp_ep;
+  in.sm_slowdown = link_sharing ? c.profile.efficiency.comm_compute_slowdown : 0.0;
   const PipelineOrder order = p.pp == 1 || p.schedule == "1f1b" ? PipelineOrder::kOneFOneB
                               : p.schedule == "gpipe"           ? PipelineOrder::kGPipe
                               : p.schedule == "zb-h1"           ? PipelineOrder::kZbH1
                                                                 : PipelineOrder::kInterleaved;
   PipelineSimResult sim = simulate_pipeline(in, order, record_trace);
-  r.pipeline_s = sim.makespan_s;
   // Live activations: the timeline's peak per stage against the schedule's statement; each
   // stage's memory (the memory model's) with its activation term scaled by the ratio.
   const IPipelineSchedule* sched = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
@@ -58,10 +99,20 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   }
   r.events = sim.events;
   r.trace = std::move(sim.trace);
+  r.gpus = in.gpu;
 
-  // Replace the closed-form pipeline by the simulated one; keep DP and optimizer.
+  // Replace the closed-form pipeline and data-parallel reduction by the simulated ones; keep
+  // the optimizer (and, with ZeRO-3, the closed form's per-layer gathers and reductions).
   Estimate& e = r.estimate;
-  const double rest = e.step_time_s - d.pipeline_s;
+  double rest = e.step_time_s - d.pipeline_s;
+  if (dp_simulated) {
+    rest -= d.dp_exposed_s;
+    // Exposed DP from the timeline: what runs after the last compute task ends.
+    const int dp = static_cast<int>(CommDim::kDP);
+    e.exposed_comm_s[dp] += (sim.makespan_s - sim.pipeline_end_s) - d.dp_exposed_s;
+    e.exposed_comm_s[dp] = std::max(0.0, e.exposed_comm_s[dp]);
+  }
+  r.pipeline_s = sim.pipeline_end_s;
   e.step_time_s = sim.makespan_s + rest;
   // Everything the breakdown does not attribute otherwise is the simulated bubble, so the
   // breakdown still sums to the step time.
@@ -79,26 +130,57 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   return r;
 }
 
-std::string trace_json(const std::vector<TraceEvent>& trace, int stages) {
+std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
+                       const std::vector<int>& gpus) {
+  // Threads: one per stream that has a slice on that stage.
+  std::vector<std::array<bool, kNumStreams>> used(static_cast<size_t>(stages));
+  for (const TraceEvent& t : trace)
+    if (t.stage >= 0 && t.stage < stages)
+      used[static_cast<size_t>(t.stage)][static_cast<size_t>(t.stream)] = true;
   std::string out = "{\"traceEvents\":[\n";
   for (int s = 0; s < stages; ++s) {
+    const std::string gpu = static_cast<int>(gpus.size()) > s
+                                ? fmt::format(" (GPU {})", gpus[static_cast<size_t>(s)])
+                                : "";
     out += fmt::format(
         "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"PP stage "
-        "{}\"}}}},\n",
-        s, s);
-    out += fmt::format(
-        "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":"
-        "\"compute\"}}}},\n",
-        s);
+        "{}{}\"}}}},\n",
+        s, s, gpu);
+    for (int k = 0; k < kNumStreams; ++k) {
+      if (k != 0 && !used[static_cast<size_t>(s)][static_cast<size_t>(k)]) continue;
+      out += fmt::format(
+          "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
+          "\"{}\"}}}},\n",
+          s, k, stream_name(static_cast<StreamKind>(k)));
+    }
   }
+  std::string flows;
   for (size_t i = 0; i < trace.size(); ++i) {
     const TraceEvent& t = trace[i];
+    const int tid = static_cast<int>(t.stream);
+    const char* cat = t.stream == StreamKind::kCompute ? (t.name[0] == 'F' ? "fwd" : "bwd")
+                      : t.stream == StreamKind::kDp    ? "dp"
+                      : t.stream == StreamKind::kTp    ? "tp"
+                      : t.stream == StreamKind::kCp    ? "cp"
+                      : t.stream == StreamKind::kEp    ? "ep"
+                                                       : "pp";
+    const double ts = t.start_s * 1e6, dur = (t.end_s - t.start_s) * 1e6;
     out += fmt::format(
-        "{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"{}\",\"pid\":{},\"tid\":0,\"ts\":{:.3f},\"dur\":{"
-        ":.3f}}}{}\n",
-        t.name, t.name[0] == 'F' ? "fwd" : "bwd", t.stage, t.start_s * 1e6,
-        (t.end_s - t.start_s) * 1e6, i + 1 < trace.size() ? "," : "");
+        "{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},"
+        "\"dur\":{:.3f}}},\n",
+        t.name, cat, t.stage, tid, ts, dur);
+    // Flow arrows (Chrome trace "s"/"f" events) from a send to its receive.
+    if (t.flow >= 0)
+      flows += fmt::format(
+          "{{\"ph\":\"{}\",\"name\":\"p2p\",\"cat\":\"pp\",\"id\":{},\"pid\":{},\"tid\":{},"
+          "\"ts\":{:.3f}{}}},\n",
+          t.stream == StreamKind::kPpSend ? "s" : "f", t.flow, t.stage, tid,
+          t.stream == StreamKind::kPpSend ? ts : ts + dur * 0.5,
+          t.stream == StreamKind::kPpSend ? "" : ",\"bp\":\"e\"");
   }
+  out += flows;
+  // A closing metadata event keeps every line above comma-terminated.
+  out += "{\"ph\":\"M\",\"name\":\"trace_end\",\"pid\":0,\"args\":{}}\n";
   return out + "],\"displayTimeUnit\":\"ms\"}\n";
 }
 

@@ -1,7 +1,9 @@
 // One training step through the discrete-event pipeline simulator, with the same costs the
-// analytic estimator uses (one cost model, two evaluators): the pipeline part is simulated
-// (schedule order, dependencies, sends over shared links); the data-parallel reduction and the
-// optimizer step are taken from the estimate.
+// analytic estimator uses (one cost model, two evaluators): the pipeline (schedule order,
+// dependencies, sends) and the data-parallel gradient reduction (after each stage's last
+// backward, or bucketed with it) are simulated on the cluster's links (Topology: NVLink,
+// NIC rails, leaf and spine, max-min fair sharing between concurrent transfers); the optimizer
+// step and ZeRO-3's per-layer gathers are taken from the estimate.
 #pragma once
 
 #include <string>
@@ -21,6 +23,7 @@ struct StepSimResult {
   double pipeline_s = 0;       // simulated makespan of the pipeline
   long events = 0;
   std::vector<TraceEvent> trace;
+  std::vector<int> gpus;  // per pipeline stage: the GPU (global rank) simulated for it
   // Per pipeline stage: the most micro-batches whose activations the timeline held at once,
   // what the schedule plug-in states, and the stage's peak memory with the simulated count.
   std::vector<double> peak_inflight_microbatches, schedule_inflight_microbatches;
@@ -33,8 +36,10 @@ bool simulator_supports(const std::string& schedule);
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             bool link_sharing = true, bool record_trace = false);
 
-// Chrome/Perfetto trace JSON (CONVENTIONS.md §6): a process per pipeline stage, a thread for
-// its compute stream, an X slice per task.
-std::string trace_json(const std::vector<TraceEvent>& trace, int stages);
+// Chrome/Perfetto trace JSON (CONVENTIONS.md §6): a process per simulated rank (pipeline
+// stage), a thread per stream (compute, pp send, pp recv, dp), an X slice per task or
+// transfer, and flow arrows ("s"/"f") from each pipeline send to its receive.
+std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
+                       const std::vector<int>& gpus = {});
 
 }  // namespace dtplan::des

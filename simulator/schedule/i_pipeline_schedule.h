@@ -38,6 +38,9 @@ class IPipelineSchedule {
   // Whether the schedule runs v chunks (virtual stages) per rank; `rule` says what it needs.
   virtual bool accepts_chunks(int v) const { return v == 1; }
   virtual const char* chunks_rule() const { return "vpp must be 1 (no virtual stages)"; }
+  // Whether the schedule can run m micro-batches on p ranks with v chunks each.
+  virtual bool accepts_microbatches(int /*p*/, int /*v*/, int /*m*/) const { return true; }
+  virtual const char* microbatches_rule() const { return ""; }
 };
 
 // Shared helper: steady state m x t_max plus `bubble_units` x (sum of t_i - t_max), where

@@ -15,6 +15,13 @@ class Interleaved final : public IPipelineSchedule {
   }
   bool accepts_chunks(int v) const override { return v >= 2; }
   const char* chunks_rule() const override { return "vpp must be >= 2"; }
+  // Megatron-LM's interleaved schedule asserts that the micro-batches divide into groups of p
+  // ("number of microbatches is not divisible by pipeline-parallel size when using
+  // interleaved schedule", schedules.py).
+  bool accepts_microbatches(int p, int, int m) const override { return m % p == 0; }
+  const char* microbatches_rule() const override {
+    return "the number of micro-batches (gbs / (dp x mbs)) must be a multiple of pp";
+  }
   double inflight_microbatches(int stage, int p, int v, int m) const override {
     const double chunks = 2.0 * (p - stage - 1) + (v - 1.0) * p + 1.0;
     return std::min<double>(m, chunks / v);

@@ -162,3 +162,56 @@ TEST(FlowNetwork, SharingOffRunsEachFlowAsIfAlone) {
 
 }  // namespace
 }  // namespace dtplan::des
+
+#include "simulator/des/topology.h"
+
+namespace dtplan::des {
+namespace {
+
+// Two nodes of two GPUs, one NIC (rail) per GPU: small enough to check routes by hand.
+HardwareProfile two_by_two() {
+  HardwareProfile hw;
+  hw.node.gpus_per_node = 2;
+  hw.node.nvlink_domain_gpus = 2;
+  hw.node.nvlink_gbps_per_direction = 300;
+  hw.scale_out.nics_per_node = 2;
+  hw.scale_out.nic_gbps = 25;
+  hw.scale_out.oversubscription = 1;
+  return hw;
+}
+
+TEST(Topology, RoutesFollowNvlinkRailsAndPxn) {
+  Engine e;
+  FlowNetwork net(e);
+  const HardwareProfile hw = two_by_two();
+  Topology t(hw, 4, {0, 1, 2, 3}, net);
+  // Same node: up to the NVSwitch and down (2 links at NVLink rate, 300 GB/s).
+  EXPECT_EQ(t.route(0, 1).size(), 2u);
+  EXPECT_DOUBLE_EQ(t.bottleneck_bytes_per_s(t.route(0, 1)), 300e9);
+  // Same rail across nodes: GPU -> NIC -> leaf -> NIC -> GPU at the NIC rate.
+  EXPECT_EQ(t.route(0, 2).size(), 4u);
+  EXPECT_DOUBLE_EQ(t.bottleneck_bytes_per_s(t.route(0, 2)), 25e9);
+  // Across rails: NVLink to the GPU on the destination rail first (PXN), 6 links.
+  const std::vector<int> cross = t.route(2, 1);
+  ASSERT_EQ(cross.size(), 6u);
+  EXPECT_EQ(cross[0], t.route(2, 3)[0]);  // leaves over NVLink, like 2 -> 3
+  // Routes are cached and stable.
+  EXPECT_EQ(&t.route(0, 2), &t.route(0, 2));
+  EXPECT_TRUE(t.route(1, 1).empty());
+}
+
+TEST(Topology, OnlyNodesInUseBecomeVertices) {
+  Engine e;
+  FlowNetwork net(e);
+  HardwareProfile hw = two_by_two();
+  hw.node.gpus_per_node = 8;
+  hw.node.nvlink_domain_gpus = 8;
+  hw.scale_out.nics_per_node = 8;
+  // 16,384 GPUs, four ranks on three nodes: spine + 8 leaves + 3 x (NVSwitch + 8 NICs + 8 GPUs).
+  Topology t(hw, 16384, {0, 8, 9, 16383}, net);
+  EXPECT_EQ(t.vertices(), 1 + 8 + 3 * 17);
+  EXPECT_EQ(t.route(0, 16383).size(), 6u);  // rail 0 to rail 7: NVLink hop first, then rail 7
+}
+
+}  // namespace
+}  // namespace dtplan::des

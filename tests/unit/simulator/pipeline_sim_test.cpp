@@ -120,7 +120,10 @@ TEST(PipelineSim, TraceHasEveryTask) {
 }  // namespace
 }  // namespace dtplan::des
 
+#include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/catalog.h"
 #include "simulator/des/step_sim.h"
@@ -178,23 +181,117 @@ TEST(StepSim, TraceIsPerfettoJson) {
   p.gbs = 64;
   p.schedule = "interleaved";
   StepSimResult r = simulate_step(m, c, w, p, true, true);
-  auto j = nlohmann::json::parse(trace_json(r.trace, p.pp));
+  auto j = nlohmann::json::parse(trace_json(r.trace, p.pp, r.gpus));
   ASSERT_TRUE(j.contains("traceEvents"));
-  int meta = 0, slices = 0;
+  int processes = 0, threads = 0, compute = 0, sends = 0, recvs = 0, dp = 0;
+  std::map<long, int> flow_ends;            // flow id -> count of "s" and "f" events
+  std::vector<double> tp_by_stage(8, 0.0);  // microseconds
   for (const auto& e : j["traceEvents"]) {
     if (e["ph"] == "M") {
-      ++meta;
-      EXPECT_TRUE(e["name"] == "process_name" || e["name"] == "thread_name");
-      EXPECT_TRUE(e["args"].contains("name"));
-    } else {
-      ++slices;
-      EXPECT_EQ(e["ph"], "X");
-      EXPECT_GE(e["dur"].get<double>(), 0);
-      EXPECT_LT(e["pid"].get<int>(), 8);
+      EXPECT_TRUE(e["args"].is_object());
+      if (e["name"] == "process_name") ++processes;
+      if (e["name"] == "thread_name") ++threads;
+      continue;
     }
+    if (e["ph"] == "s" || e["ph"] == "f") {
+      ++flow_ends[e["id"].get<long>()];
+      continue;
+    }
+    EXPECT_EQ(e["ph"], "X");
+    EXPECT_GE(e["dur"].get<double>(), 0);
+    EXPECT_LT(e["pid"].get<int>(), 8);
+    const std::string cat = e["cat"];
+    if (cat == "fwd" || cat == "bwd") ++compute;
+    if (cat == "pp")
+      (e["tid"].get<int>() == static_cast<int>(StreamKind::kPpSend) ? sends : recvs)++;
+    if (cat == "dp") ++dp;
+    if (cat == "tp") tp_by_stage[e["pid"].get<size_t>()] += e["dur"].get<double>();
   }
-  EXPECT_EQ(meta, 2 * 8);                   // a process and a compute thread per stage
-  EXPECT_EQ(slices, 8 * 3 * (64 / 4) * 2);  // stages x chunks x micro-batches x (F, B)
+  EXPECT_EQ(processes, 8);    // a process per simulated stage
+  EXPECT_EQ(threads, 8 * 5);  // compute, tp, pp send, pp recv, dp on every stage (no cp, ep)
+  // The exposed TP time on the trace is the cost model's: the busiest stage's TP slices add up
+  // to the estimate's exposed TP communication.
+  double tp_max = 0;
+  for (int st = 0; st < 8; ++st) tp_max = std::max(tp_max, tp_by_stage[static_cast<size_t>(st)]);
+  EXPECT_NEAR(tp_max * 1e-6, r.estimate.exposed_comm_s[0], 0.02 * r.estimate.exposed_comm_s[0]);
+  EXPECT_EQ(compute, 8 * 3 * (64 / 4) * 2);  // stages x chunks x micro-batches x (F, B)
+  // Every chunk boundary but the very first input and last output carries one activation
+  // forward and one gradient backward per micro-batch: (p*v - 1) boundaries.
+  EXPECT_EQ(sends, (8 * 3 - 1) * (64 / 4) * 2);
+  EXPECT_EQ(recvs, sends);
+  EXPECT_EQ(static_cast<int>(flow_ends.size()), sends);
+  for (const auto& [id, n] : flow_ends) EXPECT_EQ(n, 2) << "flow " << id;
+  // Bucketed reduction (the default --overlap-grad-reduce): the overlapped buckets and the
+  // trailing last bucket on every stage.
+  ASSERT_TRUE(p.overlap_grad_reduce);
+  EXPECT_EQ(dp, 8 * 2);
+}
+
+}  // namespace
+}  // namespace dtplan::des
+
+namespace dtplan::des {
+namespace {
+
+// Contention on the cluster's links, checked against a hand calculation. Two stages on two
+// nodes (GPU 0 and GPU 2, both on rail 0), one micro-batch, F = B = 1 s, a pipeline message
+// that alone takes 1 s on a 25 GB/s NIC, and a data-parallel reduction of 2 s alone on stage 1
+// (stage 0 has none). Timeline: F on stage 0 [0,1], activation [1,2], F and B on stage 1
+// [2,4]; at t = 4 stage 1 starts both its gradient send to stage 0 and its reduction.
+//  - DP ring neighbours on the same rail (GPU 0): both leave through GPU 2's rail-0 NIC, so
+//    max-min fairness gives each 12.5 GB/s: the send ends at 4 + 2 = 6 (25 GB at half rate),
+//    the reduction has 25 of its 50 GB left and ends at 7; stage 0's B runs [6,7]: step 7 s.
+//  - Neighbours on the other rail (GPU 1, reached over NVLink first): no shared link; the send
+//    ends at 5, B at 6, the reduction at 6: step 6 s, the slowdown vanishes.
+PipelineSimInput two_node_input(const HardwareProfile& hw, int dp_neighbour, bool sharing) {
+  PipelineSimInput in;
+  in.p = 2;
+  in.m = 1;
+  in.f = {1.0, 1.0};
+  in.b = {1.0, 1.0};
+  in.w = {0.0, 0.0};
+  in.p2p_bytes = 25e9;
+  in.p2p_bytes_per_s = 25e9;
+  in.link_sharing = sharing;
+  in.hw = &hw;
+  in.num_gpus = 4;
+  in.gpu = {0, 2};
+  in.dp_s = {0.0, 2.0};
+  in.dp_pred = {-1, dp_neighbour};
+  in.dp_succ = {-1, dp_neighbour};
+  return in;
+}
+
+TEST(PipelineSim, DataParallelAndPipelineTrafficShareANic) {
+  HardwareProfile hw;
+  hw.node.gpus_per_node = 2;
+  hw.node.nvlink_domain_gpus = 2;
+  hw.node.nvlink_gbps_per_direction = 300;
+  hw.scale_out.nics_per_node = 2;
+  hw.scale_out.nic_gbps = 25;
+  hw.scale_out.oversubscription = 1;
+
+  auto same_rail = simulate_pipeline(two_node_input(hw, 0, true), PipelineOrder::kOneFOneB, true);
+  EXPECT_NEAR(same_rail.makespan_s, 7.0, 1e-9);
+  EXPECT_NEAR(same_rail.dp_end_s[1], 7.0, 1e-9);
+  EXPECT_NEAR(same_rail.pipeline_end_s, 7.0, 1e-9);  // stage 0's B waited for the slow send
+
+  auto other_rail = simulate_pipeline(two_node_input(hw, 1, true), PipelineOrder::kOneFOneB);
+  EXPECT_NEAR(other_rail.makespan_s, 6.0, 1e-9);
+  EXPECT_NEAR(other_rail.dp_end_s[1], 6.0, 1e-9);
+
+  // --contention off: every transfer runs as if alone, on any rail.
+  auto off = simulate_pipeline(two_node_input(hw, 0, false), PipelineOrder::kOneFOneB);
+  EXPECT_NEAR(off.makespan_s, 6.0, 1e-9);
+
+  // The trace shows the reduction on the dp stream and the send/receive pair of each message.
+  int dp = 0, sends = 0;
+  for (const TraceEvent& t : same_rail.trace) {
+    dp += t.stream == StreamKind::kDp;
+    sends += t.stream == StreamKind::kPpSend;
+  }
+  EXPECT_EQ(dp, 1);
+  EXPECT_EQ(sends, 2);  // the activation forward and the gradient backward
 }
 
 }  // namespace

@@ -1,0 +1,133 @@
+#include "simulator/des/topology.h"
+
+#include <algorithm>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/visitors.hpp>
+#include <limits>
+#include <set>
+#include <unordered_map>
+
+#include "core/units.h"
+
+namespace dtplan::des {
+
+namespace {
+
+struct EdgeProps {
+  double capacity_bytes_per_s = 0;
+  int link = -1;  // flow-network link, created on first use
+};
+
+using BGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+                                     EdgeProps>;
+using Vertex = boost::graph_traits<BGraph>::vertex_descriptor;
+using Edge = boost::graph_traits<BGraph>::edge_descriptor;
+
+}  // namespace
+
+struct Topology::Graph {
+  BGraph g;
+  std::unordered_map<int, Vertex> gpu;  // global rank -> vertex
+};
+
+Topology::Topology(const HardwareProfile& hw, int num_gpus, const std::vector<int>& gpus,
+                   FlowNetwork& net)
+    : g_(std::make_unique<Graph>()), net_(net) {
+  const int per_node = std::max(1, hw.node.gpus_per_node);
+  const int domain = std::max(per_node, hw.node.nvlink_domain_gpus);
+  const int nics = std::max(1, hw.scale_out.nics_per_node);
+  const int nodes = std::max(1, (num_gpus + per_node - 1) / per_node);
+  const double nvlink = hw.node.nvlink_gbps_per_direction * units::kGB;
+  const double nic = hw.scale_out.nic_gbps * units::kGB;
+  const double uplink = nodes * nic / std::max(1.0, hw.scale_out.oversubscription);
+  BGraph& g = g_->g;
+  auto both = [&](Vertex a, Vertex b, double cap) {
+    boost::add_edge(a, b, EdgeProps{cap, -1}, g);
+    boost::add_edge(b, a, EdgeProps{cap, -1}, g);
+  };
+  const Vertex spine = boost::add_vertex(g);
+  std::vector<Vertex> leaf(static_cast<size_t>(nics));
+  for (auto& l : leaf) {
+    l = boost::add_vertex(g);
+    both(l, spine, uplink);
+  }
+  std::set<int> used_nodes;
+  for (int r : gpus) used_nodes.insert(std::clamp(r, 0, num_gpus - 1) / per_node);
+  std::unordered_map<int, Vertex> nvswitch;  // per NVLink domain
+  for (int n : used_nodes) {
+    const int dom = n * per_node / domain;
+    auto sw = nvswitch.find(dom);
+    if (sw == nvswitch.end()) sw = nvswitch.emplace(dom, boost::add_vertex(g)).first;
+    std::vector<Vertex> nic_v(static_cast<size_t>(nics));
+    for (int k = 0; k < nics; ++k) {
+      nic_v[static_cast<size_t>(k)] = boost::add_vertex(g);
+      both(nic_v[static_cast<size_t>(k)], leaf[static_cast<size_t>(k)], nic);
+    }
+    for (int l = 0; l < per_node && n * per_node + l < num_gpus; ++l) {
+      const Vertex v = boost::add_vertex(g);
+      g_->gpu[n * per_node + l] = v;
+      both(v, sw->second, nvlink);
+      both(v, nic_v[static_cast<size_t>(l * nics / per_node)], nic);
+    }
+  }
+}
+
+Topology::~Topology() = default;
+
+int Topology::vertices() const { return static_cast<int>(boost::num_vertices(g_->g)); }
+
+const std::vector<int>& Topology::route(int src, int dst) {
+  const auto key = std::make_pair(src, dst);
+  auto it = routes_.find(key);
+  if (it != routes_.end()) return it->second;
+  std::vector<int> links;
+  auto s = g_->gpu.find(src), d = g_->gpu.find(dst);
+  if (src != dst && s != g_->gpu.end() && d != g_->gpu.end()) {
+    BGraph& g = g_->g;
+    const size_t nv = boost::num_vertices(g);
+    std::vector<Edge> via(nv);
+    std::vector<char> reached(nv, 0);
+    // Breadth-first search from the source, recording the tree edge into each vertex.
+    struct Recorder : boost::default_bfs_visitor {
+      std::vector<Edge>* via;
+      std::vector<char>* reached;
+      void tree_edge(Edge e, const BGraph& gr) const {
+        const Vertex t = boost::target(e, gr);
+        (*via)[t] = e;
+        (*reached)[t] = 1;
+      }
+    } rec;
+    rec.via = &via;
+    rec.reached = &reached;
+    boost::breadth_first_search(g, s->second, boost::visitor(rec));
+    if (reached[d->second]) {
+      std::vector<Edge> path;
+      for (Vertex v = d->second; v != s->second; v = boost::source(via[v], g))
+        path.push_back(via[v]);
+      std::reverse(path.begin(), path.end());
+      for (Edge e : path) {
+        EdgeProps& ep = g[e];
+        if (ep.link < 0) ep.link = net_.add_link(ep.capacity_bytes_per_s);
+        links.push_back(ep.link);
+      }
+    }
+  }
+  return routes_.emplace(key, std::move(links)).first->second;
+}
+
+std::vector<int> Topology::ring_route(int pred, int self, int succ) {
+  const std::vector<int> out = route(self, succ);
+  const std::vector<int> in = route(pred, self);
+  std::vector<int> links(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(out.size() / 2));
+  links.insert(links.end(), in.begin() + static_cast<std::ptrdiff_t>(in.size() / 2), in.end());
+  return links;
+}
+
+double Topology::bottleneck_bytes_per_s(const std::vector<int>& links) const {
+  double r = std::numeric_limits<double>::infinity();
+  for (int l : links) r = std::min(r, net_.capacity(l));
+  return r;
+}
+
+}  // namespace dtplan::des
