@@ -42,7 +42,8 @@ bool v_shaped(PipelineOrder o) {
 // paper's zero bubble is this idle-free span per rank, which back-to-back steps tile when the
 // optimizer step is not synchronized across ranks (the paper's post-validation); one
 // synchronized step still pays the (p-1) F fill. The repository's greedy (scheduler/zbv.py)
-// finds the same step time for F <= B in our checks and is shorter for F > B.
+// finds the same step time when F <= B <= 2W in our checks and a shorter one otherwise (by up
+// to a third of the bubble, for F:B:W = 2:1:1).
 std::vector<Task> zb_v_order(int s, int p, int m) {
   const int n = std::max(m, 2 * p - 1);
   std::vector<Task> t;
