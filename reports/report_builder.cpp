@@ -290,8 +290,8 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
       Timeline& t = d.timeline;
       if (bp.pp > 1 && !des::simulator_supports(bp.schedule)) {
         t.note = fmt::format(
-            "The discrete-event simulator orders gpipe, 1f1b, interleaved and zb-h1 pipelines; the "
-            "recommended schedule '{}' is estimated in closed form only.",
+            "The discrete-event simulator orders gpipe, 1f1b, interleaved, zb-h1, zb-v and "
+            "dualpipe-v pipelines; the recommended schedule '{}' is estimated in closed form only.",
             bp.schedule);
       } else {
         const des::StepSimResult s = des::simulate_step(m, c, w, bp, true, true);

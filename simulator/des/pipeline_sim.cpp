@@ -38,16 +38,159 @@ namespace {
 // Engine event kinds of the simulation.
 enum EventKind : uint32_t { kTaskDone = 0, kArrived = 1, kDpDone = 2 };
 
-enum Pass : uint32_t { kF = 0, kB = 1, kW = 2 };
+// kBW: input and weight gradients as one task in a schedule that splits others (DualPipeV);
+// kFB: DualPipeV's overlapped pair, the forward of (mb, chunk) with the whole backward of
+// (mb2, chunk2). Only kF and kB outputs travel (ready_ has those two rows).
+enum Pass : uint32_t { kF = 0, kB = 1, kW = 2, kBW = 3, kFB = 4 };
 
 struct Task {
   Pass pass;
   int mb, chunk;
+  int mb2 = -1, chunk2 = -1;  // the backward half of a kFB pair
 };
+
+bool v_shaped(PipelineOrder o) {
+  return o == PipelineOrder::kZbV || o == PipelineOrder::kDualPipeV;
+}
+
+// ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", NeurIPS 2024), built as the
+// handcrafted ZB-V order of sail-sg/zero-bubble-pipeline-parallelism
+// (megatron/core/pipeline_parallel/handcrafted_zb_v): rank s runs
+//   warm-up   2(p-s)-1 F0, then s x (F1 F0), then (p-s) x (F1 B1 W1);
+//   steady    (F0 B0 W0 F1 B1 W1) until every forward has run;
+//   cool-down s x (B0 B1), (p-s) x (B0 W), then the deferred W of chunk 1, then of chunk 0;
+// the cool-down's W are the ones deferred into the slots where rank s would wait for
+// gradients. The order is written for max(m, 2p-1) micro-batches and the passes of those past
+// m are dropped, as the repository does for small m. Every rank holds at most 2p chunk
+// activations (1F1B's p micro-batches). With F = B = W per chunk every rank runs without idling
+// from its first forward (at s x F) to its end, so the step is 6m chunk-passes + (p-1) F: the
+// paper's zero bubble is this idle-free span per rank, which back-to-back steps tile when the
+// optimizer step is not synchronized across ranks (the paper's post-validation); one
+// synchronized step still pays the (p-1) F fill. The repository's greedy (scheduler/zbv.py)
+// finds the same step time when F <= B <= 2W in our checks and a shorter one otherwise (by up
+// to a third of the bubble, for F:B:W = 2:1:1).
+std::vector<Task> zb_v_order(int s, int p, int m) {
+  const int n = std::max(m, 2 * p - 1);
+  std::vector<Task> t;
+  int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  for (int i = 0; i < 2 * (p - s) - 1; ++i) t.push_back({kF, f0++, 0});
+  for (int i = 0; i < s; ++i) {
+    t.push_back({kF, f1++, 1});
+    t.push_back({kF, f0++, 0});
+  }
+  for (int i = 0; i < p - s; ++i) {
+    t.push_back({kF, f1, 1});
+    t.push_back({kB, b1, 1});
+    t.push_back({kW, b1, 1});
+    ++f1, ++b1;
+  }
+  while (f1 < f0 || f0 < n) {
+    if (f0 < n) t.push_back({kF, f0++, 0});
+    t.push_back({kB, b0, 0});
+    t.push_back({kW, b0++, 0});
+    t.push_back({kF, f1++, 1});
+    t.push_back({kB, b1, 1});
+    t.push_back({kW, b1++, 1});
+  }
+  int w0 = b0, w1 = b1;
+  for (int i = 0; i < s; ++i) {
+    t.push_back({kB, b0++, 0});
+    t.push_back({kB, b1++, 1});
+  }
+  for (int i = 0; i < p - s; ++i) {
+    t.push_back({kB, b0++, 0});
+    t.push_back({kW, w0++, 0});
+  }
+  while (w1 < b1) t.push_back({kW, w1++, 1});
+  while (w0 < b0) t.push_back({kW, w0++, 0});
+  std::erase_if(t, [m](const Task& k) { return k.mb >= m; });
+  return t;
+}
+
+// DualPipeV (deepseek-ai/DualPipe, dualpipe/dualpipev.py, DualPipeV.step): rank s of p, n
+// micro-batches, in eight phases
+//   1  2(p-s-1) x F0            2  (s+1) x (F0 F1)           3  (p-s-1) x (B1 W F1)
+//   4  (n-2p+s+1) x (F0&B1, F1&B0), on the last rank the first F0&B1 as F0 then B1
+//   5  (p-s-1) x (B1, F1&B0)    6  (s+1) x (B1 B0), the later half with W deferred
+//   7  (p-s-1) x (W B0)         8  (s+1) x W
+// where "F&B" is an overlapped pair (one task here, F + B + W long: no overlap credit), B
+// without a following W in the list is the whole backward (kBW), and W runs the oldest
+// deferred weight gradients (the code's FIFO WeightGradStore). dualpipev.py needs n >= 2p; for
+// fewer micro-batches we lay out n = 2p and drop the passes of micro-batches past m (a pair
+// losing one half becomes the other half alone), which keeps the order free of deadlock
+// because no kept pass depends on a dropped one.
+std::vector<Task> dualpipe_v_order(int s, int p, int m) {
+  const int n = std::max(m, 2 * p);
+  std::vector<Task> t;
+  int f[2] = {0, 0}, b[2] = {0, 0};
+  std::vector<Task> deferred;  // weight gradients not yet run, oldest first
+  size_t next_w = 0;
+  auto fwd = [&](int c) { t.push_back({kF, f[c]++, c}); };
+  auto bwd = [&](int c, bool split) {
+    if (split) {
+      t.push_back({kB, b[c], c});
+      deferred.push_back({kW, b[c], c});
+    } else {
+      t.push_back({kBW, b[c], c});
+    }
+    ++b[c];
+  };
+  auto wgt = [&] { t.push_back(deferred[next_w++]); };
+  auto pair = [&](int cf, int cb) {
+    Task k{kFB, f[cf]++, cf};
+    k.mb2 = b[cb]++;
+    k.chunk2 = cb;
+    t.push_back(k);
+  };
+  const bool last = s == p - 1;
+  for (int i = 0; i < 2 * (p - s - 1); ++i) fwd(0);
+  for (int i = 0; i < s + 1; ++i) fwd(0), fwd(1);
+  for (int i = 0; i < p - s - 1; ++i) bwd(1, true), wgt(), fwd(1);
+  for (int i = 0; i < n - 2 * p + s + 1; ++i) {
+    if (i == 0 && last)
+      fwd(0), bwd(1, false);
+    else
+      pair(0, 1);
+    pair(1, 0);
+  }
+  for (int i = 0; i < p - s - 1; ++i) bwd(1, false), pair(1, 0);
+  // Phase 6: the weight gradients are deferred from the middle pass on (after B1 of the
+  // middle step on even ranks, before it on odd ones), as dualpipev.py does.
+  const int n6 = s + 1;
+  bool split = false;
+  for (int i = 0; i < n6; ++i) {
+    if (i == n6 / 2 && s % 2 == 1) split = true;
+    bwd(1, split);
+    if (i == n6 / 2 && s % 2 == 0) split = true;
+    bwd(0, split);
+  }
+  for (int i = 0; i < p - s - 1; ++i) wgt(), bwd(0, true);
+  for (int i = 0; i < s + 1; ++i) wgt();
+  // Drop the passes of micro-batches past m; a pair keeps the half that remains.
+  std::vector<Task> kept;
+  for (Task k : t) {
+    if (k.pass == kFB) {
+      const bool keep_f = k.mb < m, keep_b = k.mb2 < m;
+      if (keep_f && keep_b)
+        kept.push_back(k);
+      else if (keep_f)
+        kept.push_back({kF, k.mb, k.chunk});
+      else if (keep_b)
+        kept.push_back({kBW, k.mb2, k.chunk2});
+    } else if (k.mb < m) {
+      kept.push_back(k);
+    }
+  }
+  return kept;
+}
 
 // The per-rank task order of each schedule (Narayanan et al. 2021; Megatron schedules.py).
 std::vector<Task> order_for(int s, const PipelineSimInput& in, PipelineOrder order) {
   const int p = in.p, m = in.m, v = in.v;
+  if (v_shaped(order) && v != 2)
+    throw std::invalid_argument("the V schedules run two chunks per rank (v = 2)");
+  if (order == PipelineOrder::kZbV) return zb_v_order(s, p, m);
+  if (order == PipelineOrder::kDualPipeV) return dualpipe_v_order(s, p, m);
   std::vector<Task> t;
   if (order == PipelineOrder::kGPipe) {
     for (int i = 0; i < m; ++i) t.push_back({kF, i, 0});
@@ -109,19 +252,21 @@ class Sim final : public Handler {
         engine_(),
         net_(engine_, in.link_sharing),
         trace_(trace),
-        split_w_(order == PipelineOrder::kZbH1) {
+        split_w_(order == PipelineOrder::kZbH1 || v_shaped(order)),
+        v_shape_(v_shaped(order)) {
     id_ = engine_.add_handler(this);
     const int p = in.p, v = in.v, m = in.m;
     for (int s = 0; s < p; ++s) {
       orders_.push_back(order_for(s, in, order));
       next_.push_back(0);
       busy_.push_back(false);
+      sending_.push_back(0);
       busy_s_.push_back(0);
       live_.push_back(0);
       peak_live_.push_back(0);
       size_t last_b = 0;
       for (size_t k = 0; k < orders_.back().size(); ++k)
-        if (orders_.back()[k].pass == kB) last_b = k;
+        if (orders_.back()[k].pass != kF && orders_.back()[k].pass != kW) last_b = k;
       last_b_.push_back(last_b);
     }
     dp_active_.assign(static_cast<size_t>(p), 0);
@@ -135,7 +280,8 @@ class Sim final : public Handler {
       topo_ = std::make_unique<Topology>(*in.hw, in.num_gpus, gpus, net_);
     }
     // Links between neighbouring ranks, one per direction (the last rank wraps to the first
-    // for interleaved chunks).
+    // for interleaved chunks; V schedules send both passes both ways, each on the link of its
+    // direction).
     for (int s = 0; s < p; ++s) {
       fwd_link_.push_back(net_.add_link(in.p2p_bytes_per_s > 0 ? in.p2p_bytes_per_s : 1e300));
       bwd_link_.push_back(net_.add_link(in.p2p_bytes_per_s > 0 ? in.p2p_bytes_per_s : 1e300));
@@ -185,7 +331,8 @@ class Sim final : public Handler {
       const int from = static_cast<int>((payload >> 24) & 0xffff);
       const int idx = static_cast<int>(payload & 0xffffff);
       ready_[static_cast<size_t>(pass)][static_cast<size_t>(to)][static_cast<size_t>(idx)] = 1;
-      busy_[static_cast<size_t>(from)] = false;
+      // A task may send two messages (an overlapped pair): the sender waits for both.
+      if (--sending_[static_cast<size_t>(from)] == 0) busy_[static_cast<size_t>(from)] = false;
       const auto it = trace_ ? send_start_.find(payload) : send_start_.end();
       if (it != send_start_.end()) {
         const double start = it->second;
@@ -205,23 +352,65 @@ class Sim final : public Handler {
  private:
   size_t slot(int chunk, int mb) const { return static_cast<size_t>(chunk * in_.m + mb); }
 
+  // Where the output of `pass` (kF: activations, kB: input gradients) of chunk `chunk` on rank
+  // s goes: rank `to`, chunk `chunk`; to < 0 where it leaves the pipeline; `local` where the
+  // V turns on the last rank (chunk 0 feeds chunk 1 forward, chunk 1 feeds chunk 0 backward)
+  // and nothing is sent.
+  struct Hop {
+    int to = -1, chunk = 0;
+    bool local = false;
+  };
+  Hop route(Pass pass, int s, int chunk) const {
+    const int p = in_.p, v = in_.v;
+    if (v_shape_) {
+      const bool down = (pass == kF) == (chunk == 0);  // towards rank p-1
+      if (down) return s < p - 1 ? Hop{s + 1, chunk, false} : Hop{s, 1 - chunk, true};
+      return s > 0 ? Hop{s - 1, chunk, false} : Hop{};
+    }
+    // Forward output goes to the next rank; past the last rank, to rank 0's next chunk.
+    if (pass == kF)
+      return s < p - 1 ? Hop{s + 1, chunk} : chunk < v - 1 ? Hop{0, chunk + 1} : Hop{};
+    return s > 0 ? Hop{s - 1, chunk} : chunk > 0 ? Hop{p - 1, chunk - 1} : Hop{};
+  }
+
+  void deliver(Pass pass, int s, int chunk, int mb) {
+    const Hop h = route(pass, s, chunk);
+    if (h.to < 0) return;
+    if (h.local) {
+      ready_[pass][static_cast<size_t>(s)][slot(h.chunk, mb)] = 1;
+      return;
+    }
+    const auto su = static_cast<size_t>(s);
+    const bool down = v_shape_ ? h.to > s : pass == kF;
+    send(pass, s, h.to, slot(h.chunk, mb), down ? fwd_link_[su] : bwd_link_[su]);
+  }
+
+  // A backward pass can start once its forward ran here and its output gradient arrived; the
+  // chunk that holds the loss (the last chunk on the last rank; rank 0's chunk 1 in a V)
+  // starts it from its own forward.
+  bool backward_ready(int s, int chunk, int mb) const {
+    const auto su = static_cast<size_t>(s);
+    const size_t k = slot(chunk, mb);
+    if (!done_f_[su][k]) return false;
+    const bool origin = v_shape_ ? s == 0 && chunk == 1 : s == in_.p - 1 && chunk == in_.v - 1;
+    return origin || ready_[kB][su][k];
+  }
+
   void try_start(int s) {
     const auto su = static_cast<size_t>(s);
     if (busy_[su] || next_[su] >= orders_[su].size()) return;
     const Task t = orders_[su][next_[su]];
-    const size_t k = slot(t.chunk, t.mb);
-    if (t.pass == kF && !ready_[kF][su][k]) return;
-    if (t.pass == kB) {
-      if (!done_f_[su][k]) return;
-      // The last chunk on the last rank starts the backward from its own forward.
-      const bool origin = s == in_.p - 1 && t.chunk == in_.v - 1;
-      if (!origin && !ready_[kB][su][k]) return;
-    }
+    const bool needs_input = t.pass == kF || t.pass == kFB;
+    if (needs_input && !ready_[kF][su][slot(t.chunk, t.mb)]) return;
+    if ((t.pass == kB || t.pass == kBW) && !backward_ready(s, t.chunk, t.mb)) return;
+    if (t.pass == kFB && !backward_ready(s, t.chunk2, t.mb2)) return;
     // W follows its B on the same rank (the order guarantees it): nothing to wait for.
-    const double d = t.pass == kF   ? in_.f[su] / in_.v
-                     : t.pass == kW ? in_.w[su] / in_.v
-                     : split_w_     ? in_.b[su] / in_.v
-                                    : (in_.b[su] + in_.w[su]) / in_.v;
+    const double f = in_.f[su] / in_.v, b = in_.b[su] / in_.v, w = in_.w[su] / in_.v;
+    const double d = t.pass == kF    ? f
+                     : t.pass == kW  ? w
+                     : t.pass == kB  ? (split_w_ ? b : b + w)
+                     : t.pass == kBW ? b + w
+                                     : f + b + w;  // kFB: no overlap credit
     double dur = d;
     if (in_.sm_slowdown > 0 && dp_active_[su] > 0) dur *= 1 + in_.sm_slowdown;  // SM contention
     if (in_.dp_overlap && next_[su] == last_b_[su] && dp_phase_[su] == 0 && dp_seconds(s) > 0) {
@@ -229,7 +418,7 @@ class Sim final : public Handler {
       start_dp(s, 0.9 * dp_seconds(s), 1);
     }
     busy_[su] = true;
-    if (t.pass == kF) peak_live_[su] = std::max(peak_live_[su], ++live_[su]);
+    if (t.pass == kF || t.pass == kFB) peak_live_[su] = std::max(peak_live_[su], ++live_[su]);
     current_start_[s] = engine_.now();
     busy_s_[su] += dur;
     engine_.schedule_in(dur, id_, kTaskDone, static_cast<uint64_t>(s));
@@ -239,7 +428,8 @@ class Sim final : public Handler {
     const uint64_t payload = (static_cast<uint64_t>(pass) << 56) |
                              (static_cast<uint64_t>(to) << 40) |
                              (static_cast<uint64_t>(from) << 24) | idx;
-    busy_[static_cast<size_t>(from)] = true;               // blocked until the transfer completes
+    busy_[static_cast<size_t>(from)] = true;  // blocked until the transfer completes
+    ++sending_[static_cast<size_t>(from)];
     if (in_.p2p_bytes <= 0 || in_.p2p_bytes_per_s <= 0) {  // free: no transfer to show
       engine_.schedule_in(0, id_, kArrived, payload);
       return;
@@ -278,25 +468,13 @@ class Sim final : public Handler {
       }
     }
     if (trace_) record_task(s, t, current_start_[s], now);
-    if (t.pass == kW) {
-      try_start(s);
-      return;
-    }
-    if (t.pass == kB) --live_[su];
-    const int p = in_.p, v = in_.v;
-    if (t.pass == kF) {
+    if (t.pass != kF && t.pass != kW) --live_[su];  // a backward frees its activations
+    if (t.pass == kF || t.pass == kFB) {
       done_f_[su][slot(t.chunk, t.mb)] = 1;
-      // Forward output goes to the next rank; past the last rank, to rank 0's next chunk.
-      if (s < p - 1)
-        send(kF, s, s + 1, slot(t.chunk, t.mb), fwd_link_[su]);
-      else if (t.chunk < v - 1)
-        send(kF, s, 0, slot(t.chunk + 1, t.mb), fwd_link_[su]);
-    } else {
-      if (s > 0)
-        send(kB, s, s - 1, slot(t.chunk, t.mb), bwd_link_[su]);
-      else if (t.chunk > 0)
-        send(kB, s, p - 1, slot(t.chunk - 1, t.mb), bwd_link_[su]);
+      deliver(kF, s, t.chunk, t.mb);
     }
+    if (t.pass == kB || t.pass == kBW) deliver(kB, s, t.chunk, t.mb);
+    if (t.pass == kFB) deliver(kB, s, t.chunk2, t.mb2);
     try_start(s);
   }
 
@@ -305,11 +483,9 @@ class Sim final : public Handler {
   // dimension shared among its tasks in proportion to their length).
   void record_task(int s, const Task& t, double start, double end) {
     const auto su = static_cast<size_t>(s);
-    const std::string name = fmt::format("{}{}.{}",
-                                         t.pass == kF   ? 'F'
-                                         : t.pass == kB ? 'B'
-                                                        : 'W',
-                                         t.mb, t.chunk);
+    static constexpr const char* kName[] = {"F", "B", "W", "BW", "F"};
+    std::string name = fmt::format("{}{}.{}", kName[t.pass], t.mb, t.chunk);
+    if (t.pass == kFB) name += fmt::format("&BW{}.{}", t.mb2, t.chunk2);
     std::array<double, 3> comm{};
     double comm_total = 0;
     if (su < in_.comm_s.size()) {
@@ -389,9 +565,11 @@ class Sim final : public Handler {
   Engine::HandlerId id_ = 0;
   bool trace_;
   bool split_w_;  // B and W are separate tasks (zero-bubble schedules)
+  bool v_shape_;  // two chunks in a V (zb-v, dualpipe-v)
   std::vector<std::vector<Task>> orders_;
   std::vector<size_t> next_;
   std::vector<bool> busy_;
+  std::vector<int> sending_;  // messages a rank's last task still sends
   std::vector<double> busy_s_;
   std::vector<int> live_, peak_live_;  // (chunk, micro-batch) activations alive on each rank
   std::vector<int> fwd_link_, bwd_link_;

@@ -16,7 +16,11 @@ namespace dtplan::des {
 
 // ZB-H1 splits the backward into B (input gradients, sent upstream at once) and W (weight
 // gradients, run where the pipeline would idle); the others run B and W as one task.
-enum class PipelineOrder { kGPipe, kOneFOneB, kInterleaved, kZbH1 };
+// The V schedules (zb-v, dualpipe-v) need v = 2: chunk 0 runs down ranks 0..p-1, chunk 1 back
+// up p-1..0, so the last rank hands chunk 0's output to its own chunk 1 and the loss is on
+// rank 0's chunk 1. ZB-V splits every backward; DualPipeV splits some and runs the others
+// whole or overlapped with a forward (one task, F + B + W long).
+enum class PipelineOrder { kGPipe, kOneFOneB, kInterleaved, kZbH1, kZbV, kDualPipeV };
 
 struct PipelineSimInput {
   int p = 1;  // pipeline ranks
@@ -52,7 +56,10 @@ const char* stream_name(StreamKind s);
 
 struct TraceEvent {
   int stage;
-  std::string name;  // "F3.1" = forward of micro-batch 3, chunk 1 ("W3.0": weight gradients)
+  // "F3.1" = forward of micro-batch 3, chunk 1; "B": input gradients (with the weight
+  // gradients where the schedule does not split them); "W3.0": weight gradients; "BW": B and W
+  // as one task in a schedule that splits others; "F3.0&BW1.1": DualPipeV's overlapped pair.
+  std::string name;
   double start_s, end_s;
   StreamKind stream = StreamKind::kCompute;
   long flow = -1;  // a send and its receive share an id (an arrow in the trace)
@@ -63,7 +70,8 @@ struct PipelineSimResult {
   std::vector<double> busy_s;  // per rank
   // Per rank, the most micro-batches whose activations were alive at once (a forward's
   // activations live from its start to the end of its input-gradient pass), in whole
-  // micro-batches of the rank: a chunk of an interleaved rank counts 1/v.
+  // micro-batches of the rank: a chunk of an interleaved or V rank counts 1/v. An overlapped
+  // forward-backward pair holds both micro-batches for its whole duration.
   std::vector<double> peak_inflight_microbatches;
   std::vector<TraceEvent> trace;
   long events = 0;

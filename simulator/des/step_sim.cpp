@@ -26,16 +26,23 @@ int global_rank(const Plan& p, int dp_i, int pp_i) {
 }  // namespace
 
 bool simulator_supports(const std::string& s) {
-  return s == "gpipe" || s == "1f1b" || s == "interleaved" || s == "zb-h1";
+  return s == "gpipe" || s == "1f1b" || s == "interleaved" || s == "zb-h1" || s == "zb-v" ||
+         s == "dualpipe-v";
 }
 
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             bool link_sharing, bool record_trace) {
   if (p.pp > 1 && !simulator_supports(p.schedule))
     throw InputError({}, "--schedule",
-                     fmt::format("the discrete-event simulator orders gpipe, 1f1b, interleaved "
-                                 "and zb-h1 pipelines; '{}' is estimated in closed form only",
+                     fmt::format("the discrete-event simulator orders gpipe, 1f1b, interleaved, "
+                                 "zb-h1, zb-v and dualpipe-v pipelines; '{}' is estimated in "
+                                 "closed form only",
                                  p.schedule));
+  const bool v_shape = p.pp > 1 && (p.schedule == "zb-v" || p.schedule == "dualpipe-v");
+  if (v_shape && p.vpp != 2)
+    throw InputError(
+        {}, "--vpp",
+        fmt::format("schedule '{}' runs two chunks per rank in a V: pass --vpp 2", p.schedule));
   PipelineDetail d;
   StepSimResult r;
   r.estimate = estimate(m, c, w, p, {}, nullptr, &d);
@@ -82,6 +89,8 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   const PipelineOrder order = p.pp == 1 || p.schedule == "1f1b" ? PipelineOrder::kOneFOneB
                               : p.schedule == "gpipe"           ? PipelineOrder::kGPipe
                               : p.schedule == "zb-h1"           ? PipelineOrder::kZbH1
+                              : p.schedule == "zb-v"            ? PipelineOrder::kZbV
+                              : p.schedule == "dualpipe-v"      ? PipelineOrder::kDualPipeV
                                                                 : PipelineOrder::kInterleaved;
   PipelineSimResult sim = simulate_pipeline(in, order, record_trace);
   // Live activations: the timeline's peak per stage against the schedule's statement; each
@@ -158,12 +167,15 @@ std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
   for (size_t i = 0; i < trace.size(); ++i) {
     const TraceEvent& t = trace[i];
     const int tid = static_cast<int>(t.stream);
-    const char* cat = t.stream == StreamKind::kCompute ? (t.name[0] == 'F' ? "fwd" : "bwd")
-                      : t.stream == StreamKind::kDp    ? "dp"
-                      : t.stream == StreamKind::kTp    ? "tp"
-                      : t.stream == StreamKind::kCp    ? "cp"
-                      : t.stream == StreamKind::kEp    ? "ep"
-                                                       : "pp";
+    const char* cat = t.stream == StreamKind::kCompute
+                          ? (t.name.find('&') != std::string::npos ? "fwd+bwd"
+                             : t.name[0] == 'F'                    ? "fwd"
+                                                                   : "bwd")
+                      : t.stream == StreamKind::kDp ? "dp"
+                      : t.stream == StreamKind::kTp ? "tp"
+                      : t.stream == StreamKind::kCp ? "cp"
+                      : t.stream == StreamKind::kEp ? "ep"
+                                                    : "pp";
     const double ts = t.start_s * 1e6, dur = (t.end_s - t.start_s) * 1e6;
     out += fmt::format(
         "{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},"

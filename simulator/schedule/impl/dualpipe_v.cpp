@@ -1,7 +1,15 @@
 // DualPipeV (deepseek-ai/DualPipe README): p ranks, two chunks each; bubble
 // (PP/2 - 1)(F&B + B - 3W) with PP = 2p chunk-stages and chunk times half of a rank's, taking
 // F&B = F + B (no compute/communication overlap credit here) [derived]; each rank holds
-// PP + 1 chunk activations = p + 1/2 rank-level micro-batches.
+// PP + 1 chunk activations = p + 1/2 rank-level micro-batches. The simulator's DualPipeV order
+// (dualpipev.py's eight phases, simulator/des/pipeline_sim.cpp) gives exactly this bubble with
+// equal passes (tests/unit/simulator/pipeline_sim_test.cpp); unequal ones can differ (chunk
+// passes F:B:W = 1:2:1 idle one F less than this form, 2:1:1 idle (p-1)(F-B) more).
+// Memory [derived from that order]: rank s runs min(m, 2p-s-1) chunk-0 and min(m, s+1) chunk-1
+// forwards before its first backward, then one more forward (alongside the first backward in
+// an overlapped pair) if micro-batches remain: 2p + 1 chunks for m >= 2p, which dualpipev.py
+// requires; the simulator also runs fewer micro-batches (the order for 2p, the missing ones
+// dropped), where the count is smaller than min(m, p + 1/2) on the lower ranks.
 #include <algorithm>
 
 #include "core/registry.h"
@@ -22,8 +30,9 @@ class DualPipeV final : public IPipelineSchedule {
   }
   bool accepts_chunks(int v) const override { return v == 2; }
   const char* chunks_rule() const override { return "vpp must be 2 (two chunks per rank in a V)"; }
-  double inflight_microbatches(int, int p, int, int m) const override {
-    return std::min<double>(m, p + 0.5);
+  double inflight_microbatches(int stage, int p, int, int m) const override {
+    const int warm = std::min(m, 2 * p - stage - 1) + std::min(m, stage + 1);
+    return (warm + (m > 2 * p - stage - 1 ? 1 : 0)) / 2.0;
   }
 };
 }  // namespace

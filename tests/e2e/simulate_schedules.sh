@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# dtplan simulate as a user runs it, for every schedule the simulator orders: the --json summary
+# and the --trace file parse as JSON, the trace has a process per stage with its compute and
+# pp send threads, complete slices and one flow arrow per pipeline send, and the V schedules ask for --vpp 2 in plain words.
+set -euo pipefail
+bin=$(realpath "$1")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+base=(-m gpt3-175b -c dgx-a100-80g -g 256 --tp 8 --pp 8 --sp --gbs 64 --seq 2048)
+for sv in gpipe:1 1f1b:1 interleaved:3 zb-h1:1 zb-v:2 dualpipe-v:2; do
+  s=${sv%%:*} v=${sv##*:}
+  "$bin" simulate "${base[@]}" --vpp "$v" --schedule "$s" --json --trace "$s.trace.json" \
+    > "$s.json" 2> "$s.err" || fail "$s: $(cat "$s.err")"
+  python3 - "$s" "$v" <<'PY' || fail "$s: bad JSON"
+import json, sys
+s, v = sys.argv[1], int(sys.argv[2])
+summary = json.load(open(f"{s}.json"))
+assert summary["evaluator"] == "des", summary.get("evaluator")
+assert summary["step_time_s"] > 0
+assert len(summary["simulated_memory"]) == 8
+events = json.load(open(f"{s}.trace.json"))["traceEvents"]
+meta = [e for e in events if e["ph"] == "M" and e["name"] != "trace_end"]
+procs = [e for e in meta if e["name"] == "process_name"]
+threads = {(e["pid"], e["args"]["name"]) for e in meta if e["name"] == "thread_name"}
+slices = [e for e in events if e["ph"] == "X"]
+flows = [e for e in events if e["ph"] in ("s", "f")]
+assert len(procs) == 8 and {e["name"] for e in meta} == {"process_name", "thread_name"}
+assert all((p, "compute") in threads and (p, "pp send") in threads for p in range(1, 7)), threads
+assert all(e["dur"] >= 0 and 0 <= e["pid"] < 8 for e in slices)
+compute = [e for e in slices if e["tid"] == 0]
+assert {e["cat"] for e in compute} <= {"fwd", "bwd", "fwd+bwd"}
+assert ("fwd+bwd" in {e["cat"] for e in compute}) == (s == "dualpipe-v")
+# Every pipeline send has its arrow: one "s" and one "f" per id.
+ids = {}
+for e in flows:
+    ids.setdefault(e["id"], []).append(e["ph"])
+assert ids and all(sorted(v) == ["f", "s"] for v in ids.values())
+assert len(ids) == sum(1 for e in slices if e["cat"] == "pp") // 2
+PY
+done
+"$bin" simulate "${base[@]}" --schedule zb-v > /dev/null 2> vpp.err && fail "zb-v ran with vpp 1"
+grep -q -- "--vpp.*vpp must be 2" vpp.err || fail "zb-v without --vpp 2: $(cat vpp.err)"
+echo "simulate_schedules: all passed"
