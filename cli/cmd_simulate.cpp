@@ -17,13 +17,22 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   static SpecOptions spec;
   static PlanOptions plan;
   static bool json = false;
-  static std::string trace, contention = "on";
+  static std::string trace, contention = "on", ranks = "stage";
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
   cmd->add_flag("--json", json, "Machine-readable output (the estimate's fields)");
   cmd->add_option("--trace", trace, "Write a Chrome/Perfetto trace (open in ui.perfetto.dev)");
-  cmd->add_option("--contention", contention, "Share link bandwidth between concurrent sends")
+  cmd->add_option("--contention", contention,
+                  "on: concurrent transfers (pipeline sends, data-parallel reductions) share "
+                  "link bandwidth (max-min fair) and communication slows concurrent compute "
+                  "(the profile's comm_compute_slowdown); off: every transfer runs as if alone")
       ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--ranks", ranks,
+                  "stage: one representative rank per pipeline stage (its data- and "
+                  "tensor-parallel peers are identical); all: every GPU, each on its own links "
+                  "(studies up to 1024 GPUs)")
+      ->check(CLI::IsMember({"stage", "all"}))
       ->capture_default_str();
   cmd->callback([&ctx] {
     std::vector<Violation> violations;
@@ -33,9 +42,9 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       return;
     }
     des::StepSimResult s = des::simulate_step(r.model, r.cluster, r.workload, r.plan,
-                                              contention == "on", !trace.empty());
+                                              contention == "on", !trace.empty(), ranks == "all");
     if (!trace.empty()) {
-      write_file_atomic(trace, des::trace_json(s.trace, r.plan.pp, s.gpus));
+      write_file_atomic(trace, des::trace_json(s.trace, s.ranks, s.gpus, r.plan.pp));
       fmt::print(stderr, "wrote {}\n", trace);
     }
     if (json) {
@@ -43,6 +52,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       j["evaluator"] = "des";
       j["analytic_step_time_s"] = s.analytic_step_s;
       j["simulated_events"] = s.events;
+      j["simulated_ranks"] = s.ranks;
       // Per stage: activations alive at once in the timeline vs the schedule's statement.
       auto stages = nlohmann::json::array();
       for (size_t i = 0; i < s.peak_memory_bytes.size(); ++i)
@@ -54,9 +64,11 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       fmt::print("{}\n", j.dump(2));
     } else {
       fmt::print("{}", estimate_to_text(r, s.estimate, FlopsConvention::kCausalHalf));
-      fmt::print("\nsimulated {} events; closed-form step time {:.3f} s ({:+.2f}%)\n", s.events,
-                 s.analytic_step_s,
-                 100 * (s.analytic_step_s - s.estimate.step_time_s) / s.estimate.step_time_s);
+      fmt::print(
+          "\nsimulated {} events on {} rank(s){}; closed-form step time {:.3f} s ({:+.2f}%)\n",
+          s.events, s.ranks, ranks == "all" ? " (every GPU)" : " (one per stage)",
+          s.analytic_step_s,
+          100 * (s.analytic_step_s - s.estimate.step_time_s) / s.estimate.step_time_s);
       fmt::print(
           "\nlive activations in the timeline (micro-batches held at once) and peak memory:\n");
       fmt::print("  {:>5} {:>10} {:>10} {:>12}\n", "stage", "simulated", "schedule", "peak GiB");

@@ -255,9 +255,13 @@ class Sim final : public Handler {
         split_w_(order == PipelineOrder::kZbH1 || v_shaped(order)),
         v_shape_(v_shaped(order)) {
     id_ = engine_.add_handler(this);
-    const int p = in.p, v = in.v, m = in.m;
+    const int v = in.v, m = in.m;
+    const int p = ranks_ = in.p * std::max(1, in.replicas);  // every simulated rank
     for (int s = 0; s < p; ++s) {
-      orders_.push_back(order_for(s, in, order));
+      if (s >= in.p)  // replicas run their stage's order
+        orders_.push_back(orders_[static_cast<size_t>(s % in.p)]);
+      else
+        orders_.push_back(order_for(s, in, order));
       next_.push_back(0);
       busy_.push_back(false);
       sending_.push_back(0);
@@ -273,7 +277,7 @@ class Sim final : public Handler {
     dp_phase_.assign(static_cast<size_t>(p), 0);
     dp_end_.assign(static_cast<size_t>(p), 0.0);
     compute_done_.assign(static_cast<size_t>(p), 0);
-    if (in.hw && static_cast<int>(in.gpu.size()) == p) {
+    if (in.hw && static_cast<int>(in.gpu.size()) == p) {  // a GPU for every simulated rank
       std::vector<int> gpus = in.gpu;
       gpus.insert(gpus.end(), in.dp_pred.begin(), in.dp_pred.end());
       gpus.insert(gpus.end(), in.dp_succ.begin(), in.dp_succ.end());
@@ -289,14 +293,15 @@ class Sim final : public Handler {
     // ready_[pass][s][chunk][mb]: the input has arrived on rank s.
     ready_.assign(2, std::vector<std::vector<char>>(
                          static_cast<size_t>(p), std::vector<char>(static_cast<size_t>(v * m), 0)));
-    for (int i = 0; i < m; ++i) ready_[kF][0][static_cast<size_t>(i)] = 1;  // chunk 0, rank 0
+    for (int base = 0; base < p; base += in.p)  // chunk 0 on each replica's first rank
+      for (int i = 0; i < m; ++i) ready_[kF][static_cast<size_t>(base)][static_cast<size_t>(i)] = 1;
     done_f_.assign(static_cast<size_t>(p), std::vector<char>(static_cast<size_t>(v * m), 0));
   }
 
   PipelineSimResult run() {
-    for (int s = 0; s < in_.p; ++s) try_start(s);
+    for (int s = 0; s < ranks_; ++s) try_start(s);
     engine_.run();
-    for (int s = 0; s < in_.p; ++s)
+    for (int s = 0; s < ranks_; ++s)
       if (next_[static_cast<size_t>(s)] < orders_[static_cast<size_t>(s)].size())
         throw std::logic_error(fmt::format(
             "pipeline simulation stalled: rank {} ran {} of its {} tasks (p={}, v={}, m={})", s,
@@ -360,17 +365,24 @@ class Sim final : public Handler {
     int to = -1, chunk = 0;
     bool local = false;
   };
-  Hop route(Pass pass, int s, int chunk) const {
+  Hop route(Pass pass, int rank, int chunk) const {
     const int p = in_.p, v = in_.v;
+    const int s = rank % p, base = rank - s;  // stage within the rank's pipeline replica
+    Hop h;
     if (v_shape_) {
       const bool down = (pass == kF) == (chunk == 0);  // towards rank p-1
-      if (down) return s < p - 1 ? Hop{s + 1, chunk, false} : Hop{s, 1 - chunk, true};
-      return s > 0 ? Hop{s - 1, chunk, false} : Hop{};
+      if (down)
+        h = s < p - 1 ? Hop{s + 1, chunk, false} : Hop{s, 1 - chunk, true};
+      else
+        h = s > 0 ? Hop{s - 1, chunk, false} : Hop{};
+    } else if (pass == kF) {
+      // Forward output goes to the next rank; past the last rank, to rank 0's next chunk.
+      h = s < p - 1 ? Hop{s + 1, chunk} : chunk < v - 1 ? Hop{0, chunk + 1} : Hop{};
+    } else {
+      h = s > 0 ? Hop{s - 1, chunk} : chunk > 0 ? Hop{p - 1, chunk - 1} : Hop{};
     }
-    // Forward output goes to the next rank; past the last rank, to rank 0's next chunk.
-    if (pass == kF)
-      return s < p - 1 ? Hop{s + 1, chunk} : chunk < v - 1 ? Hop{0, chunk + 1} : Hop{};
-    return s > 0 ? Hop{s - 1, chunk} : chunk > 0 ? Hop{p - 1, chunk - 1} : Hop{};
+    if (h.to >= 0) h.to += base;
+    return h;
   }
 
   void deliver(Pass pass, int s, int chunk, int mb) {
@@ -392,7 +404,8 @@ class Sim final : public Handler {
     const auto su = static_cast<size_t>(s);
     const size_t k = slot(chunk, mb);
     if (!done_f_[su][k]) return false;
-    const bool origin = v_shape_ ? s == 0 && chunk == 1 : s == in_.p - 1 && chunk == in_.v - 1;
+    const int st = s % in_.p;
+    const bool origin = v_shape_ ? st == 0 && chunk == 1 : st == in_.p - 1 && chunk == in_.v - 1;
     return origin || ready_[kB][su][k];
   }
 
@@ -405,7 +418,8 @@ class Sim final : public Handler {
     if ((t.pass == kB || t.pass == kBW) && !backward_ready(s, t.chunk, t.mb)) return;
     if (t.pass == kFB && !backward_ready(s, t.chunk2, t.mb2)) return;
     // W follows its B on the same rank (the order guarantees it): nothing to wait for.
-    const double f = in_.f[su] / in_.v, b = in_.b[su] / in_.v, w = in_.w[su] / in_.v;
+    const auto st = static_cast<size_t>(s % in_.p);  // costs are per stage
+    const double f = in_.f[st] / in_.v, b = in_.b[st] / in_.v, w = in_.w[st] / in_.v;
     const double d = t.pass == kF    ? f
                      : t.pass == kW  ? w
                      : t.pass == kB  ? (split_w_ ? b : b + w)
@@ -482,16 +496,16 @@ class Sim final : public Handler {
   // model puts inside it (each on its stream, in that order; the rank's exposed time of the
   // dimension shared among its tasks in proportion to their length).
   void record_task(int s, const Task& t, double start, double end) {
-    const auto su = static_cast<size_t>(s);
     static constexpr const char* kName[] = {"F", "B", "W", "BW", "F"};
     std::string name = fmt::format("{}{}.{}", kName[t.pass], t.mb, t.chunk);
     if (t.pass == kFB) name += fmt::format("&BW{}.{}", t.mb2, t.chunk2);
     std::array<double, 3> comm{};
     double comm_total = 0;
-    if (su < in_.comm_s.size()) {
-      const double per_mb = in_.f[su] + in_.b[su] + in_.w[su];
+    const auto st = static_cast<size_t>(s % in_.p);
+    if (st < in_.comm_s.size()) {
+      const double per_mb = in_.f[st] + in_.b[st] + in_.w[st];
       const double share = per_mb > 0 ? (end - start) / per_mb : 0;
-      for (size_t k = 0; k < 3; ++k) comm_total += comm[k] = in_.comm_s[su][k] * share;
+      for (size_t k = 0; k < 3; ++k) comm_total += comm[k] = in_.comm_s[st][k] * share;
     }
     double at = end - std::min(comm_total, end - start);
     trace_events_.push_back({s, name, start, at, StreamKind::kCompute, -1});
@@ -505,7 +519,8 @@ class Sim final : public Handler {
   }
 
   double dp_seconds(int s) const {
-    return static_cast<int>(in_.dp_s.size()) == in_.p ? in_.dp_s[static_cast<size_t>(s)] : 0.0;
+    return static_cast<int>(in_.dp_s.size()) == in_.p ? in_.dp_s[static_cast<size_t>(s % in_.p)]
+                                                      : 0.0;
   }
 
   // Data-parallel traffic of rank s: a flow on the rank's ring route (what it sends to its
@@ -550,6 +565,7 @@ class Sim final : public Handler {
   }
 
   const PipelineSimInput& in_;
+  int ranks_ = 0;  // p x replicas
   Engine engine_;
   FlowNetwork net_;
   std::unique_ptr<Topology> topo_;

@@ -24,6 +24,10 @@ enum class PipelineOrder { kGPipe, kOneFOneB, kInterleaved, kZbH1, kZbV, kDualPi
 
 struct PipelineSimInput {
   int p = 1;  // pipeline ranks
+  // Pipeline replicas simulated side by side (ranks r x p .. r x p + p - 1 form replica r);
+  // they share the network and nothing else. Per-rank vectors below (gpu, dp_pred, dp_succ)
+  // then have p x replicas entries; per-stage ones (f, b, w, dp_s, comm_s) keep p.
+  int replicas = 1;
   int v = 1;  // chunks per rank (interleaved)
   int m = 1;  // micro-batches
   // Per rank, one micro-batch through ALL of the rank's chunks (as the analytic estimator):

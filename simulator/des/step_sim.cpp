@@ -17,10 +17,10 @@ namespace {
 
 // Global rank of a (tp, cp, dp, pp) coordinate under the plan's rank order (op_program.cpp's
 // place_groups: tp innermost, then cp, then dp and pp, or pp inside dp).
-int global_rank(const Plan& p, int dp_i, int pp_i) {
+int global_rank(const Plan& p, int dp_i, int pp_i, int tp_cp_i = 0) {
   const bool pp_inside_dp = std::strstr(p.rank_order.c_str(), "pp-dp") != nullptr;
   const int inner = p.tp * p.cp;
-  return pp_inside_dp ? inner * (pp_i + p.pp * dp_i) : inner * (dp_i + p.dp * pp_i);
+  return tp_cp_i + (pp_inside_dp ? inner * (pp_i + p.pp * dp_i) : inner * (dp_i + p.dp * pp_i));
 }
 
 }  // namespace
@@ -31,7 +31,12 @@ bool simulator_supports(const std::string& s) {
 }
 
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                            bool link_sharing, bool record_trace) {
+                            bool link_sharing, bool record_trace, bool all_ranks) {
+  if (all_ranks && c.num_gpus > kMaxAllRanks)
+    throw InputError({}, "--ranks",
+                     fmt::format("'all' simulates every GPU and is limited to {} GPUs ({} here); "
+                                 "the default (one rank per stage) covers any size",
+                                 kMaxAllRanks, c.num_gpus));
   if (p.pp > 1 && !simulator_supports(p.schedule))
     throw InputError({}, "--schedule",
                      fmt::format("the discrete-event simulator orders gpipe, 1f1b, interleaved, "
@@ -64,7 +69,19 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   in.hw = &c.profile;
   in.num_gpus = c.num_gpus;
   const int per_node = std::max(1, c.profile.node.gpus_per_node);
-  for (int s = 0; s < in.p; ++s) {
+  if (all_ranks) {
+    // Every GPU: replica (dp_i, tp/cp index) of every stage; DP rings in rank order.
+    in.replicas = p.dp * p.tp * p.cp;
+    for (int dp_i = 0; dp_i < p.dp; ++dp_i)
+      for (int inner = 0; inner < p.tp * p.cp; ++inner)
+        for (int s = 0; s < in.p; ++s) {
+          in.gpu.push_back(global_rank(p, dp_i, s, inner));
+          const bool ring = p.dp > 1;
+          in.dp_succ.push_back(ring ? global_rank(p, (dp_i + 1) % p.dp, s, inner) : -1);
+          in.dp_pred.push_back(ring ? global_rank(p, (dp_i + p.dp - 1) % p.dp, s, inner) : -1);
+        }
+  }
+  for (int s = 0; s < in.p && !all_ranks; ++s) {
     const int self = global_rank(p, 0, s);
     in.gpu.push_back(self);
     int succ = -1, pred = -1;
@@ -109,6 +126,7 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   r.events = sim.events;
   r.trace = std::move(sim.trace);
   r.gpus = in.gpu;
+  r.ranks = in.p * in.replicas;
 
   // Replace the closed-form pipeline and data-parallel reduction by the simulated ones; keep
   // the optimizer (and, with ZeRO-3, the closed form's per-layer gathers and reductions).
@@ -140,7 +158,7 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
 }
 
 std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
-                       const std::vector<int>& gpus) {
+                       const std::vector<int>& gpus, int pp) {
   // Threads: one per stream that has a slice on that stage.
   std::vector<std::array<bool, kNumStreams>> used(static_cast<size_t>(stages));
   for (const TraceEvent& t : trace)
@@ -154,7 +172,7 @@ std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
     out += fmt::format(
         "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"PP stage "
         "{}{}\"}}}},\n",
-        s, s, gpu);
+        s, pp > 0 ? s % pp : s, gpu);
     for (int k = 0; k < kNumStreams; ++k) {
       if (k != 0 && !used[static_cast<size_t>(s)][static_cast<size_t>(k)]) continue;
       out += fmt::format(

@@ -23,7 +23,8 @@ struct StepSimResult {
   double pipeline_s = 0;       // simulated makespan of the pipeline
   long events = 0;
   std::vector<TraceEvent> trace;
-  std::vector<int> gpus;  // per pipeline stage: the GPU (global rank) simulated for it
+  std::vector<int> gpus;  // per simulated rank: its GPU (global rank)
+  int ranks = 0;          // simulated ranks: pp, or every GPU with all_ranks
   // Per pipeline stage: the most micro-batches whose activations the timeline held at once,
   // what the schedule plug-in states, and the stage's peak memory with the simulated count.
   std::vector<double> peak_inflight_microbatches, schedule_inflight_microbatches;
@@ -33,13 +34,18 @@ struct StepSimResult {
 // Schedules the simulator can order (others: InputError naming --schedule).
 bool simulator_supports(const std::string& schedule);
 
+// `all_ranks`: simulate every GPU (each pipeline replica, each TP/CP rank with its own NIC
+// rail) instead of one representative rank per stage; for studies up to kMaxAllRanks GPUs.
+inline constexpr int kMaxAllRanks = 1024;
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                            bool link_sharing = true, bool record_trace = false);
+                            bool link_sharing = true, bool record_trace = false,
+                            bool all_ranks = false);
 
 // Chrome/Perfetto trace JSON (CONVENTIONS.md §6): a process per simulated rank (pipeline
 // stage), a thread per stream (compute, pp send, pp recv, dp), an X slice per task or
 // transfer, and flow arrows ("s"/"f") from each pipeline send to its receive.
-std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
-                       const std::vector<int>& gpus = {});
+// `ranks`: simulated ranks (StepSimResult::ranks); `pp` names each rank's stage.
+std::string trace_json(const std::vector<TraceEvent>& trace, int ranks,
+                       const std::vector<int>& gpus = {}, int pp = 0);
 
 }  // namespace dtplan::des

@@ -599,3 +599,37 @@ TEST(StepSim, VSchedulesRunAndTraceIsPerfettoJson) {
 
 }  // namespace
 }  // namespace dtplan::des
+
+namespace dtplan::des {
+namespace {
+
+// --ranks all simulates every GPU (each pipeline replica and TP rank, each on its own NIC rail,
+// DP rings in rank order); for a symmetric plan the representative ranks must give the same
+// step (an independent check of the symmetry argument behind the default).
+TEST(StepSim, EveryRankAgreesWithOneRankPerStage) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const Cluster c = load_cluster("dgx-a100-80g", 128);
+  Workload w;
+  w.seq_len = 2048;
+  w.global_batch = 32;
+  Plan p;
+  p.tp = 8;
+  p.pp = 8;
+  p.dp = 2;
+  p.sp = true;
+  p.zero = 1;
+  p.gbs = 32;
+  p.schedule = "1f1b";
+  const StepSimResult one = simulate_step(m, c, w, p);
+  const StepSimResult all = simulate_step(m, c, w, p, true, false, true);
+  EXPECT_EQ(one.ranks, 8);
+  EXPECT_EQ(all.ranks, 128);
+  EXPECT_NEAR(all.estimate.step_time_s, one.estimate.step_time_s, 0.005 * one.estimate.step_time_s);
+  // Every GPU appears once.
+  std::vector<int> gpus = all.gpus;
+  std::sort(gpus.begin(), gpus.end());
+  for (int i = 0; i < 128; ++i) EXPECT_EQ(gpus[static_cast<size_t>(i)], i);
+}
+
+}  // namespace
+}  // namespace dtplan::des
