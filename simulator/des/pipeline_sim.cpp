@@ -266,6 +266,8 @@ class Sim final : public Handler {
       busy_.push_back(false);
       sending_.push_back(0);
       busy_s_.push_back(0);
+      send_blocked_s_.push_back(0);
+      send_since_.push_back(0);
       live_.push_back(0);
       peak_live_.push_back(0);
       size_t last_b = 0;
@@ -314,6 +316,7 @@ class Sim final : public Handler {
     r.pipeline_end_s = pipeline_end_;
     r.dp_end_s = dp_end_;
     r.busy_s = busy_s_;
+    r.send_blocked_s = send_blocked_s_;
     for (int peak : peak_live_)
       r.peak_inflight_microbatches.push_back(static_cast<double>(peak) / in_.v);
     r.trace = std::move(trace_events_);
@@ -337,7 +340,11 @@ class Sim final : public Handler {
       const int idx = static_cast<int>(payload & 0xffffff);
       ready_[static_cast<size_t>(pass)][static_cast<size_t>(to)][static_cast<size_t>(idx)] = 1;
       // A task may send two messages (an overlapped pair): the sender waits for both.
-      if (--sending_[static_cast<size_t>(from)] == 0) busy_[static_cast<size_t>(from)] = false;
+      if (--sending_[static_cast<size_t>(from)] == 0) {
+        busy_[static_cast<size_t>(from)] = false;
+        send_blocked_s_[static_cast<size_t>(from)] +=
+            e.now() - send_since_[static_cast<size_t>(from)];
+      }
       const auto it = trace_ ? send_start_.find(payload) : send_start_.end();
       if (it != send_start_.end()) {
         const double start = it->second;
@@ -443,7 +450,8 @@ class Sim final : public Handler {
                              (static_cast<uint64_t>(to) << 40) |
                              (static_cast<uint64_t>(from) << 24) | idx;
     busy_[static_cast<size_t>(from)] = true;  // blocked until the transfer completes
-    ++sending_[static_cast<size_t>(from)];
+    if (sending_[static_cast<size_t>(from)]++ == 0)
+      send_since_[static_cast<size_t>(from)] = engine_.now();
     if (in_.p2p_bytes <= 0 || in_.p2p_bytes_per_s <= 0) {  // free: no transfer to show
       engine_.schedule_in(0, id_, kArrived, payload);
       return;
@@ -587,6 +595,7 @@ class Sim final : public Handler {
   std::vector<bool> busy_;
   std::vector<int> sending_;  // messages a rank's last task still sends
   std::vector<double> busy_s_;
+  std::vector<double> send_blocked_s_, send_since_;  // time a rank waited on its own sends
   std::vector<int> live_, peak_live_;  // (chunk, micro-batch) activations alive on each rank
   std::vector<int> fwd_link_, bwd_link_;
   std::vector<std::vector<std::vector<char>>> ready_;

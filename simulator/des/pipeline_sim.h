@@ -72,6 +72,9 @@ struct TraceEvent {
 struct PipelineSimResult {
   double makespan_s = 0;
   std::vector<double> busy_s;  // per rank
+  // Per rank: time its compute stream was blocked on its own sends (exposed pipeline
+  // communication, measured from the timeline).
+  std::vector<double> send_blocked_s;
   // Per rank, the most micro-batches whose activations were alive at once (a forward's
   // activations live from its start to the end of its input-gradient pass), in whole
   // micro-batches of the rank: a chunk of an interleaved or V rank counts 1/v. An overlapped
