@@ -159,6 +159,9 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
       ->check(CLI::IsMember(framework_names()))
       ->capture_default_str();
   cmd.add_flag("--allow-cross-node-tp", f.cross_node_tp, "Allow TP beyond the NVLink domain");
+  cmd.add_flag("--no-prune", f.no_prune,
+               "Estimate every plan that fits in full instead of skipping those whose floor "
+               "cannot enter the top K or the Pareto front (same results, slower)");
   cmd.add_option("--threads", f.threads, "Search threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
 }
@@ -234,6 +237,7 @@ SearchSetup make_search_setup(const SearchFlags& f) {
     throw InputError({}, "--framework", fmt::format("'{}' is not a framework", f.framework));
   opt.framework = parse_framework(f.framework);
   opt.allow_cross_node_tp = f.cross_node_tp;
+  opt.prune = !f.no_prune;
   opt.threads = f.threads;
   return s;
 }

@@ -21,6 +21,7 @@ struct SearchFlags {
   int top = 10, threads = 0;
   double margin = 0.10;
   bool cross_node_tp = false;
+  bool no_prune = false;
 };
 
 void add_search_flags(CLI::App& cmd, SearchFlags& f);

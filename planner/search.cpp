@@ -451,6 +451,9 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
           }
         }
         if (combos.empty()) continue;
+        // Schedule by schedule (the plan's schedule name is copied when it changes).
+        std::stable_sort(combos.begin(), combos.end(),
+                         [](const Combo& a, const Combo& b) { return a.s < b.s; });
 
         for (auto [rc, rc_layers] : rcs)
           for (int mbs : mbss) {
@@ -458,9 +461,13 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
             p.recompute_layers = rc_layers;
             p.mbs = mbs;
             floors.assign(schedules.size(), -1.0);  // per schedule, computed when needed
+            size_t assigned = schedules.size();     // which schedule p.schedule holds
             for (const Combo& k : combos) {
               p.zero = k.zero;
-              p.schedule = *schedules[k.s];
+              if (assigned != k.s) {
+                p.schedule = *schedules[k.s];
+                assigned = k.s;
+              }
               if (const std::optional<double> peak = evaluator.peak_memory(m, c, wl, p)) {
                 const double mem = *peak;
                 if (mem > budget) {

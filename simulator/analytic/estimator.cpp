@@ -226,12 +226,21 @@ struct LayerKeyHash {
   }
 };
 
+// Equal short strings (rank orders, schedule names: a dozen characters), compared in place;
+// std::string's == calls memcmp, which shows in a search's profile.
+bool same_text(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 // Whether the plan's layer key is `k`, without building a key (no string copy).
 bool same_layer_key(const LayerKey& k, const Plan& p) {
   return k.tp == p.tp && k.cp == p.cp && k.mbs == p.mbs && k.ep == p.ep && k.etp == p.etp &&
          k.sp == p.sp && k.flash == p.flash_attention && k.tp_overlap == p.tp_comm_overlap &&
          k.ep_overlap == p.ep_comm_overlap && k.recompute == p.recompute &&
-         k.rank_order == p.rank_order;
+         same_text(k.rank_order, p.rank_order);
 }
 
 LayerKey layer_key(const Plan& p) {
@@ -268,6 +277,10 @@ struct StageTimes {
   std::array<double, kCommDims> busiest_exposed;
   double busiest_compute, busiest_recompute, busiest_overhead;
   std::array<double, kMaxStages> f, b, wg;
+  // The ranks whose times the stage loop computed, ascending; every other rank is a middle rank
+  // with the layers and times of the one before it.
+  std::array<int, kMaxStages> distinct;
+  int n_distinct;
   // Storage for calls without a cache (a LayerCostSet or RankLayers local would be cleared on
   // every call, cached or not).
   alignas(LayerCostSet) unsigned char costs_storage[sizeof(LayerCostSet)];
@@ -291,6 +304,25 @@ struct StageKey {
   bool uneven;
   Recompute recompute;
   bool operator==(const StageKey&) const = default;
+};
+
+// One pipeline rank's parameters and data-parallel collectives, which do not depend on the
+// recomputation, micro-batch, schedule or global batch: the reduction (time and bytes sent) for
+// ZeRO 0-2, the per-layer gather and reduce-scatter for ZeRO-3.
+struct DpStage {
+  ParamsOnRank prm;
+  double t_dp, vol;   // ZeRO 0-2 gradient reduction (and parameter gather); 0 with ZeRO-3
+  double t_ag, t_rs;  // ZeRO-3, per layer (when the data-parallel group has more than one rank)
+};
+
+// What DpStage depends on besides the ZeRO stage (with the model, cluster and workload of the
+// cache).
+struct DpKey {
+  uint64_t placement;  // EstimatorCache::Impl::placement_gen (the layout)
+  int pp, vpp;
+  bool uneven;
+  double grad_bytes;
+  bool operator==(const DpKey&) const = default;
 };
 
 // What the memory of a plan depends on, besides the layer costs (activations) and the schedule.
@@ -402,6 +434,11 @@ struct EstimatorCache::Impl {
   std::optional<StageKey> stage_key;
   std::optional<MemoryKey> memory_for;
   MemoryPeak memory;
+  // Per-rank data-parallel facts for the last DpKey, per ZeRO stage, filled rank by rank as
+  // estimates ask (a search tries the ZeRO stages of a plan one after the other).
+  std::optional<DpKey> dp_for;
+  std::array<std::vector<DpStage>, 4> dp_stages;
+  std::array<std::vector<char>, 4> dp_known;
 
   // Collective prices: a direct-mapped front (one compare on a hit) before the hash map.
   struct Slot {
@@ -431,6 +468,7 @@ struct EstimatorCache::Impl {
     memory_for.reset();
     shape.reset();
     flops_for.reset();
+    dp_for.reset();
     for (Slot& s : front) s.used = false;
   }
 
@@ -473,7 +511,7 @@ struct EstimatorCache::Impl {
 
   const Placements& groups_for(const Plan& p, const Cluster& c) {
     if (!placed || place_tp != p.tp || place_pp != p.pp || place_cp != p.cp || place_dp != p.dp ||
-        place_ep != p.ep || place_etp != p.etp || place_order != p.rank_order) {
+        place_ep != p.ep || place_etp != p.etp || !same_text(place_order, p.rank_order)) {
       placements = place_groups(p, c.profile, c.num_gpus);
       ++placement_gen;
       placed = true;
@@ -505,7 +543,7 @@ struct EstimatorCache::Impl {
   }
 
   const IPipelineSchedule* schedule_for(const std::string& name) {
-    if (schedule && name == schedule_name) return schedule;
+    if (schedule && same_text(name, schedule_name)) return schedule;
     const IPipelineSchedule* s = find_schedule(name);
     if (s) {
       schedule_name = name;
@@ -559,7 +597,7 @@ StageTimes& prepare(void* local, const ModelSpec& m, const Cluster& c, const Wor
                                             p.tp_comm_overlap,
                                             p.ep_comm_overlap,
                                             p.uneven_pp};
-    if (!(ci->shape == shape && ci->shape_order == p.rank_order)) {
+    if (!(ci->shape == shape && same_text(ci->shape_order, p.rank_order))) {
       ci->shape.reset();  // until the lookups below are done
       ci->shape_costs = &ci->layer_costs_for(m, c, w, p);
       ci->shape_layers = ci->split_for(m, p);
@@ -617,6 +655,7 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p) {
   double busiest_t = -1;
   std::array<double, kCommDims> busiest_exposed{};
   double busiest_compute = 0, busiest_recompute = 0, busiest_overhead = 0;
+  st.n_distinct = 0;
   for (int i = 0; i < pp; ++i) {
     const RankLayers l = stage_layers[i];
     // Middle stages with the same layers as the previous middle stage take the same time.
@@ -626,6 +665,7 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p) {
       wg[static_cast<size_t>(i)] = wg[static_cast<size_t>(i - 1)];
       continue;
     }
+    st.distinct[static_cast<size_t>(st.n_distinct++)] = i;
     f[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] = wg[static_cast<size_t>(i)] = 0;
     auto add = [&](const LayerCost& lc, double n, std::array<double, kCommDims>& exp, double& comp,
                    double& rec, double& ovh) {
@@ -700,9 +740,10 @@ PipelineTime pipeline_time(const StageTimes& st, const IPipelineSchedule* sched,
 void memory_peak(MemoryPeak& out, const StageTimes& st, const ModelSpec& m, const Workload& w,
                  const Plan& p, const IPipelineSchedule* msched) {
   const int pp = st.pp;
-  for (int i = 0; i < pp; ++i) {
-    // Middle stages are alike; evaluate the first, the last, and stage 1 (most in flight after 0).
-    if (i > 1 && i < pp - 1) continue;
+  // Middle stages are alike; evaluate the first, stage 1 (most in flight after 0), the last.
+  const int ranks[3] = {0, 1, pp - 1};
+  for (int k = 0; k < std::min(pp, 3); ++k) {  // pp 1: rank 0; pp 2: ranks 0 and 1
+    const int i = ranks[k];
     StageMemory s = stage_memory(m, w, p, *msched, i, *st.counts, st.costs->activations,
                                  st.layers[static_cast<size_t>(i)]);
     if (i == 0) out.first = s;
@@ -811,16 +852,10 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     memo_size = std::min(memo_size + 1, 8);
     return t;
   };
-  for (int i = 0; i < pp; ++i) {
-    // A middle stage like the previous one has the same reduction, started later (more slack):
-    // it cannot expose more than the previous one.
-    if (i >= 2 && i < pp - 1 &&
-        stage_layers[static_cast<size_t>(i)] == stage_layers[static_cast<size_t>(i - 1)] &&
-        b[static_cast<size_t>(i)] + wg[static_cast<size_t>(i)] ==
-            b[static_cast<size_t>(i - 1)] + wg[static_cast<size_t>(i - 1)] &&
-        i != busiest)
-      continue;
-    const ParamsOnRank prm = params_on_rank(m, counts, p, i, stage_layers[static_cast<size_t>(i)]);
+  // One rank's DpStage: from the cache when it holds the layout's, else computed (and kept).
+  auto compute_dp_stage = [&](int i) {
+    DpStage ds;
+    ds.prm = params_on_rank(m, counts, p, i, stage_layers[static_cast<size_t>(i)]);
     double t_dp = 0, vol = 0;
     auto reduce = [&](double params, const GroupPlacement& g) {
       if (g.size <= 1 || params <= 0 || p.zero == 3) return;
@@ -837,8 +872,60 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
         }
       }
     };
-    reduce(prm.dense, prog.groups.dp);
-    reduce(prm.expert, prog.groups.edp);
+    reduce(ds.prm.dense, prog.groups.dp);
+    reduce(ds.prm.expert, prog.groups.edp);
+    ds.t_dp = t_dp;
+    ds.vol = vol;
+    ds.t_ag = ds.t_rs = 0;
+    if (p.zero == 3 && prog.groups.dp.size > 1) {
+      const GroupPlacement& g = prog.groups.dp;
+      const RankLayers& l = stage_layers[static_cast<size_t>(i)];
+      const double layers = std::max(1, l.total());
+      const double layer_params = ds.prm.total() / layers;
+      const int tensors = param_tensors_per_layer(m);
+      auto per_layer = [&](CollectiveOp op, double bytes_per_param) {
+        return tensors * cached_cost(op, layer_params / tensors * bytes_per_param, g);
+      };
+      ds.t_ag = per_layer(CollectiveOp::kAllGather, 2.0);
+      ds.t_rs = per_layer(CollectiveOp::kReduceScatter, grad_bytes);
+    }
+    return ds;
+  };
+  DpStage own_dp;  // without a cache
+  auto dp_stage = [&](int i) -> const DpStage& {
+    EstimatorCache::Impl* ci = st.memo;
+    if (!ci || p.zero < 0 || p.zero > 3) return own_dp = compute_dp_stage(i);
+    const DpKey key{ci->placement_gen, pp, p.vpp, p.uneven_pp, grad_bytes};
+    if (ci->dp_for != key) {
+      ci->dp_for = key;
+      for (int z = 0; z < 4; ++z) {
+        ci->dp_stages[static_cast<size_t>(z)].resize(static_cast<size_t>(pp));
+        ci->dp_known[static_cast<size_t>(z)].assign(static_cast<size_t>(pp), 0);
+      }
+    }
+    std::vector<DpStage>& stages = ci->dp_stages[static_cast<size_t>(p.zero)];
+    std::vector<char>& known = ci->dp_known[static_cast<size_t>(p.zero)];
+    if (!known[static_cast<size_t>(i)]) {
+      stages[static_cast<size_t>(i)] = compute_dp_stage(i);
+      known[static_cast<size_t>(i)] = 1;
+    }
+    return stages[static_cast<size_t>(i)];
+  };
+  // A middle stage like the previous one has the same reduction, started later (more slack):
+  // it cannot expose more than the previous one. Those are the ranks the stage loop copied
+  // (never the busiest: it is the first rank with the longest time), so only the distinct ranks
+  // are visited, in the same order.
+  for (int k = 0; k < st.n_distinct; ++k) {
+    const int i = st.distinct[static_cast<size_t>(k)];
+    if (i >= 2 && i < pp - 1 &&
+        stage_layers[static_cast<size_t>(i)] == stage_layers[static_cast<size_t>(i - 1)] &&
+        b[static_cast<size_t>(i)] + wg[static_cast<size_t>(i)] ==
+            b[static_cast<size_t>(i - 1)] + wg[static_cast<size_t>(i - 1)] &&
+        i != busiest)
+      continue;
+    const DpStage& ds = dp_stage(i);
+    const ParamsOnRank& prm = ds.prm;
+    double t_dp = ds.t_dp, vol = ds.vol;
     // ZeRO-3 / FSDP: every parameter tensor of a layer is all-gathered before its forward, again
     // before a recomputed forward and before its backward, and its gradient reduce-scattered
     // after the backward, for every micro-batch (DeepSpeed stage 3 reduces each micro-step).
@@ -850,12 +937,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
       const RankLayers& l = stage_layers[static_cast<size_t>(i)];
       const double layers = std::max(1, l.total());
       const double layer_params = prm.total() / layers;
-      const int tensors = param_tensors_per_layer(m);
-      auto per_layer = [&](CollectiveOp op, double bytes_per_param) {
-        return tensors * cached_cost(op, layer_params / tensors * bytes_per_param, g);
-      };
-      const double t_ag = per_layer(CollectiveOp::kAllGather, 2.0);
-      const double t_rs = per_layer(CollectiveOp::kReduceScatter, grad_bytes);
+      const double t_ag = ds.t_ag;
+      const double t_rs = ds.t_rs;
       const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;
       const double per_layer_f = f[i] / layers;
       const double per_layer_b = (b[i] + wg[i]) / layers;
@@ -898,8 +981,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
 
   // Optimizer: Adam is memory-bound: read fp32 grad (4), read+write master, m, v (24), write
   // 16-bit weights (2), plus the gradient-norm pass (4) = 34 bytes per local parameter.
-  const ParamsOnRank prm0 =
-      params_on_rank(m, counts, p, busiest, stage_layers[static_cast<size_t>(busiest)]);
+  const ParamsOnRank prm0 = dp_stage(busiest).prm;
   const double opt_params =
       p.zero >= 1 ? prm0.dense / std::max(1, p.dp * p.cp) + prm0.expert / std::max(1, p.edp())
                   : prm0.total();
