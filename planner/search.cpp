@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <thread>
 #include <tuple>
 
@@ -533,17 +534,65 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     }
   };
 
+  // A layout's promise, for the order a worker visits its layouts in when pruning: the floor of
+  // one plan of it (first vpp and schedule, first recomputation, smallest micro-batch, largest
+  // batch), per token with several batches. Infinite when that plan is not valid; only the
+  // order depends on it, never the results.
+  auto promise = [&](const Layout& L) {
+    constexpr double kNone = std::numeric_limits<double>::infinity();
+    if (L.tp > domain && !opt.allow_cross_node_tp) return kNone;
+    Plan p;
+    p.tp = L.tp;
+    p.pp = L.pp;
+    p.cp = L.cp;
+    p.dp = L.dp;
+    p.ep = L.ep;
+    p.etp = L.etp;
+    p.sp = space.sp.value_or(L.tp > 1) && L.tp > 1;
+    p.vpp = 1;
+    for (int v = L.pp > 1 ? 1 : 9; v <= 8; ++v)  // the first vpp the layout takes
+      if (m.layers % (L.pp * v) == 0 && allowed(space.vpp, v)) {
+        p.vpp = v;
+        break;
+      }
+    p.uneven_pp = L.pp > 2 && m.layers % L.pp != 0 && p.vpp == 1;
+    p.recompute = recomputes.front();
+    p.zero = 0;
+    const Workload& wl = works.back();
+    p.gbs = wl.global_batch;
+    p.mbs = 0;
+    for (int b = 1; b <= opt.max_mbs && p.mbs == 0; b *= 2)
+      if (p.gbs % (int64_t{b} * L.dp) == 0 && allowed(space.mbs, b)) p.mbs = b;
+    if (p.mbs == 0) return kNone;
+    bool found = L.pp == 1;
+    p.schedule = kOneFOneB;
+    for (size_t s = 0; s < schedule_pool.size() && !found; ++s) {
+      const IPipelineSchedule* sch = find_schedule(schedule_pool[s]);
+      p.schedule = schedule_pool[s];
+      found = sch && sch->accepts_chunks(p.vpp) && !framework_refusal(opt.framework, p);
+    }
+    if (!found || !validate_plan(m, n, wl, p).empty() || !validate_schedule(p).empty())
+      return kNone;
+    const double floor = evaluator.step_time_floor(m, c, wl, p);
+    return per_token ? floor / static_cast<double>(p.gbs) : floor;
+  };
+
   const int threads = std::max(
       1, opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<Worker> workers(static_cast<size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      for (size_t i = static_cast<size_t>(t); i < layouts.size();
-           i += static_cast<size_t>(threads)) {
-        run_layout(layouts[i], workers[static_cast<size_t>(t)]);
+      // Every threads-th layout is this worker's; with pruning, the most promising first, so
+      // that its K-th best and front are good early and the floor skips more.
+      std::vector<std::pair<double, size_t>> mine;
+      for (size_t i = static_cast<size_t>(t); i < layouts.size(); i += static_cast<size_t>(threads))
+        mine.emplace_back(opt.prune ? promise(layouts[i]) : 0.0, i);
+      if (opt.prune) std::sort(mine.begin(), mine.end());
+      for (size_t k = 0; k < mine.size(); ++k) {
+        run_layout(layouts[mine[k].second], workers[static_cast<size_t>(t)]);
         if (t == 0 && opt.progress)
-          opt.progress(static_cast<double>(i + 1) / static_cast<double>(layouts.size()));
+          opt.progress(static_cast<double>(k + 1) / static_cast<double>(mine.size()));
       }
     });
   for (auto& th : pool) th.join();
