@@ -68,11 +68,14 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     // stderr is piped or redirected.
     const auto started = std::chrono::steady_clock::now();
     bool drew = false;
+    double drawn_at = 0;
     if (isatty(STDERR_FILENO)) {
       opt.progress = [&](double done) {
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         if (elapsed < 1.0 || done <= 0) return;
+        if (drew && elapsed - drawn_at < 0.1 && done < 1) return;  // ten redraws a second
+        drawn_at = elapsed;
         const int width = 30, filled = static_cast<int>(done * width);
         fmt::print(stderr, "\r  searching [{}{}] {:3.0f}%  ETA {:.0f} s ", std::string(filled, '#'),
                    std::string(width - filled, ' '), 100 * done, elapsed * (1 - done) / done);
