@@ -229,9 +229,19 @@ struct LayerKeyHash {
 // Equal short strings (rank orders, schedule names: a dozen characters), compared in place;
 // std::string's == calls memcmp, which shows in a search's profile.
 bool same_text(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return false;
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  const char* x = a.data();
+  const char* y = b.data();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t u, v;
+    std::memcpy(&u, x + i, 8);
+    std::memcpy(&v, y + i, 8);
+    if (u != v) return false;
+  }
+  for (; i < n; ++i)
+    if (x[i] != y[i]) return false;
   return true;
 }
 
@@ -398,7 +408,7 @@ struct EstimatorCache::Impl {
   // The last group placement (a search evaluates many plans of one layout in a row).
   bool placed = false;
   int place_tp = 0, place_pp = 0, place_cp = 0, place_dp = 0, place_ep = 0, place_etp = 0;
-  std::string place_order;
+  int place_order = -1;  // index in `orders`
   Placements placements;
   // Stage splits seen so far (a search meets a handful), the last one first.
   std::vector<StageSplit> splits;
@@ -417,6 +427,15 @@ struct EstimatorCache::Impl {
   };
   std::optional<Shape> shape;
   std::string shape_order;
+  int shape_order_id = -1;
+  // The rank orders seen (plans of a search share one): groups_for() compares indices.
+  std::vector<std::string> orders;
+  int order_id(const std::string& order) {
+    for (size_t i = 0; i < orders.size(); ++i)
+      if (same_text(orders[i], order)) return static_cast<int>(i);
+    orders.push_back(order);
+    return static_cast<int>(orders.size() - 1);
+  }
   const LayerCostSet* shape_costs = nullptr;
   const RankLayers* shape_layers = nullptr;
   // The last FLOP count (depends on the recomputation, the chunks and the global batch).
@@ -434,6 +453,10 @@ struct EstimatorCache::Impl {
   std::optional<StageKey> stage_key;
   std::optional<MemoryKey> memory_for;
   MemoryPeak memory;
+  // Parameters of ranks 0, 1 and the last for the last (tp, ep, etp, pp, vpp, uneven): what
+  // memory needs, for every ZeRO stage, recomputation, micro-batch and schedule.
+  std::optional<std::array<int, 6>> edge_params_for;
+  std::array<ParamsOnRank, 3> edge_params;
   // Per-rank data-parallel facts for the last DpKey, per ZeRO stage, filled rank by rank as
   // estimates ask (a search tries the ZeRO stages of a plan one after the other).
   std::optional<DpKey> dp_for;
@@ -469,6 +492,7 @@ struct EstimatorCache::Impl {
     shape.reset();
     flops_for.reset();
     dp_for.reset();
+    edge_params_for.reset();
     for (Slot& s : front) s.used = false;
   }
 
@@ -509,9 +533,10 @@ struct EstimatorCache::Impl {
     return it->second;
   }
 
-  const Placements& groups_for(const Plan& p, const Cluster& c) {
+  // `order`: order_id(p.rank_order).
+  const Placements& groups_for(const Plan& p, const Cluster& c, int order) {
     if (!placed || place_tp != p.tp || place_pp != p.pp || place_cp != p.cp || place_dp != p.dp ||
-        place_ep != p.ep || place_etp != p.etp || !same_text(place_order, p.rank_order)) {
+        place_ep != p.ep || place_etp != p.etp || place_order != order) {
       placements = place_groups(p, c.profile, c.num_gpus);
       ++placement_gen;
       placed = true;
@@ -521,7 +546,7 @@ struct EstimatorCache::Impl {
       place_dp = p.dp;
       place_ep = p.ep;
       place_etp = p.etp;
-      place_order = p.rank_order;
+      place_order = order;
     }
     return placements;
   }
@@ -603,11 +628,12 @@ StageTimes& prepare(void* local, const ModelSpec& m, const Cluster& c, const Wor
       ci->shape_layers = ci->split_for(m, p);
       ci->shape = shape;
       ci->shape_order = p.rank_order;
+      ci->shape_order_id = ci->order_id(p.rank_order);
     }
     st.costs = ci->shape_costs;
     st.layers = ci->shape_layers;
     // groups_for() compares the layout itself: cheap when it is the last one.
-    st.groups = placement ? &ci->groups_for(p, c) : nullptr;
+    st.groups = placement ? &ci->groups_for(p, c, ci->shape_order_id) : nullptr;
     st.counts = &ci->counts;
     st.pp = std::min(p.pp, kMaxStages);
     st.mb = std::max(1, p.num_microbatches());
@@ -742,10 +768,23 @@ void memory_peak(MemoryPeak& out, const StageTimes& st, const ModelSpec& m, cons
   const int pp = st.pp;
   // Middle stages are alike; evaluate the first, stage 1 (most in flight after 0), the last.
   const int ranks[3] = {0, 1, pp - 1};
-  for (int k = 0; k < std::min(pp, 3); ++k) {  // pp 1: rank 0; pp 2: ranks 0 and 1
+  const int visited = std::min(pp, 3);  // pp 1: rank 0; pp 2: ranks 0 and 1
+  // Their parameters do not depend on ZeRO, recomputation, micro-batch or schedule: kept.
+  const ParamsOnRank* params = nullptr;
+  if (EstimatorCache::Impl* ci = st.memo) {
+    const std::array<int, 6> key{p.tp, p.ep, p.etp, p.pp, p.vpp, p.uneven_pp ? 1 : 0};
+    if (ci->edge_params_for != key) {
+      for (int k = 0; k < visited; ++k)
+        ci->edge_params[static_cast<size_t>(k)] =
+            params_on_rank(m, *st.counts, p, ranks[k], st.layers[static_cast<size_t>(ranks[k])]);
+      ci->edge_params_for = key;
+    }
+    params = ci->edge_params.data();
+  }
+  for (int k = 0; k < visited; ++k) {
     const int i = ranks[k];
     StageMemory s = stage_memory(m, w, p, *msched, i, *st.counts, st.costs->activations,
-                                 st.layers[static_cast<size_t>(i)]);
+                                 st.layers[static_cast<size_t>(i)], params ? &params[k] : nullptr);
     if (i == 0) out.first = s;
     if (i == pp - 1) out.last = s;
     if (s.total_bytes() > out.peak_bytes) {
