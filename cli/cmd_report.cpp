@@ -52,8 +52,21 @@ void register_report(CLI::App& app, CommandContext& ctx) {
                  "--help)\n");
     }
     SearchSetup setup = make_search_setup(flags);
-    const SearchResult r = search(setup.model, setup.cluster, setup.workload, setup.space,
-                                  setup.options, AnalyticEvaluator{});
+    SearchResult r = search(setup.model, setup.cluster, setup.workload, setup.space, setup.options,
+                            AnalyticEvaluator{});
+    if (setup.space.gbs.size() > 1 && !r.top.empty()) {
+      // A report compares plans of one batch (step times, heatmap, alternatives): the one the
+      // search ranked first per token.
+      const int64_t best = r.top.front().plan.gbs;
+      fmt::print(stderr,
+                 "dtplan report: {} global batches searched; the report is for the best per "
+                 "token, {} sequences\n",
+                 setup.space.gbs.size(), best);
+      setup.space.gbs = {best};
+      setup.workload.global_batch = best;
+      r = search(setup.model, setup.cluster, setup.workload, setup.space, setup.options,
+                 AnalyticEvaluator{});
+    }
     nlohmann::json source = search_to_json(flags, setup, r, "analytic", 0);
     if (!from.empty() && saved.is_object()) {
       // The saved ranking should be what the search gives again; say so when it is not (the

@@ -68,11 +68,14 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     // stderr is piped or redirected.
     const auto started = std::chrono::steady_clock::now();
     bool drew = false;
+    double drawn_at = 0;
     if (isatty(STDERR_FILENO)) {
       opt.progress = [&](double done) {
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         if (elapsed < 1.0 || done <= 0) return;
+        if (drew && elapsed - drawn_at < 0.1 && done < 1) return;  // ten redraws a second
+        drawn_at = elapsed;
         const int width = 30, filled = static_cast<int>(done * width);
         fmt::print(stderr, "\r  searching [{}{}] {:3.0f}%  ETA {:.0f} s ", std::string(filled, '#'),
                    std::string(width - filled, ' '), 100 * done, elapsed * (1 - done) / done);
@@ -91,10 +94,19 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       const nlohmann::json j = search_to_json(flags, setup, r, evaluator.name(), refine);
       text = j.dump(2) + "\n";
     } else {
-      fmt::format_to(
-          o, "{} on {} x {} ({}), batch {} x {} tokens, {}; objective {}, framework {}\n",
-          model.display_name, cluster.num_gpus, cluster.profile.gpu.name, cluster.profile.name,
-          w.global_batch, w.seq_len, precision, objective, framework);
+      const std::vector<int64_t>& batches = setup.space.gbs;
+      const std::string batch = batches.size() > 1
+                                    ? fmt::format("batch {}-{} ({} values)", batches.front(),
+                                                  batches.back(), batches.size())
+                                    : fmt::format("batch {}", w.global_batch);
+      fmt::format_to(o, "{} on {} x {} ({}), {} x {} tokens, {}; objective {}{}, framework {}\n",
+                     model.display_name, cluster.num_gpus, cluster.profile.gpu.name,
+                     cluster.profile.name, batch, w.seq_len, precision, objective,
+                     r.per_token && (opt.objective == Objective::kStepTime ||
+                                     opt.objective == Objective::kCost)
+                         ? " per token (several global batches: tok/s/GPU ranks the same)"
+                         : "",
+                     framework);
       fmt::format_to(
           o,
           "enumerated {} plans in {:.2f} s ({:.0f} plans/s on {} threads), evaluated {}, "
@@ -104,24 +116,35 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       if (r.top.empty()) {
         fmt::format_to(o, "no feasible plan: see the rejections below\n");
       } else {
+        // The global batch is a column when several were searched.
+        const bool gbs_col = batches.size() > 1;
         fmt::format_to(o,
                        "{:>4}  {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>9} {:>4} {:<11} "
-                       "{:>9} {:>6} {:>9} {:>8} {:>6} {:>7}\n",
+                       "{}{:>9} {:>6} {:>9} {:>8} {:>6} {:>7}\n",
                        "rank", "TP", "PP", "CP", "EP", "DP", "VPP", "SP", "ZeRO", "recompute",
-                       "MBS", "schedule", "step (s)", "MFU", "tok/s/GPU", "peak GiB", "comm%",
-                       "bubble%");
+                       "MBS", "schedule", gbs_col ? fmt::format("{:>6} ", "GBS") : "", "step (s)",
+                       "MFU", "tok/s/GPU", "peak GiB", "comm%", "bubble%");
         for (size_t i = 0; i < r.top.size(); ++i) {
           const Candidate& c = r.top[i];
-          fmt::format_to(o, "{:>4}  {} {:>9.3f} {:>5.1f}% {:>9.0f} {:>8.1f} {:>5.1f}% {:>6.1f}%\n",
-                         i + 1, layout(c.plan), c.estimate.step_time_s, 100 * c.estimate.mfu,
-                         c.estimate.tokens_per_s_per_gpu,
-                         c.estimate.memory_peak.total_bytes() / gib, 100 * c.estimate.comm_share,
-                         100 * c.estimate.bubble_fraction);
+          fmt::format_to(
+              o, "{:>4}  {} {}{:>9.3f} {:>5.1f}% {:>9.0f} {:>8.1f} {:>5.1f}% {:>6.1f}%\n", i + 1,
+              layout(c.plan), gbs_col ? fmt::format("{:>6} ", c.plan.gbs) : "",
+              c.estimate.step_time_s, 100 * c.estimate.mfu, c.estimate.tokens_per_s_per_gpu,
+              c.estimate.memory_peak.total_bytes() / gib, 100 * c.estimate.comm_share,
+              100 * c.estimate.bubble_fraction);
         }
-        fmt::format_to(o, "\nPareto front (step time vs peak memory):\n");
-        for (const auto& c : r.pareto)
-          fmt::format_to(o, "  {:>9.3f} s {:>7.1f} GiB  {}\n", c.estimate.step_time_s,
-                         c.estimate.memory_peak.total_bytes() / gib, c.plan.describe());
+        if (r.per_token) {
+          fmt::format_to(o, "\nPareto front (time per token, as tok/s/GPU, vs peak memory):\n");
+          for (const auto& c : r.pareto)
+            fmt::format_to(o, "  {:>9.0f} tok/s/GPU {:>9.3f} s {:>7.1f} GiB  {}\n",
+                           c.estimate.tokens_per_s_per_gpu, c.estimate.step_time_s,
+                           c.estimate.memory_peak.total_bytes() / gib, c.plan.describe());
+        } else {
+          fmt::format_to(o, "\nPareto front (step time vs peak memory):\n");
+          for (const auto& c : r.pareto)
+            fmt::format_to(o, "  {:>9.3f} s {:>7.1f} GiB  {}\n", c.estimate.step_time_s,
+                           c.estimate.memory_peak.total_bytes() / gib, c.plan.describe());
+        }
       }
       fmt::format_to(o, "\nrejected plans by reason:\n");
       for (int k = 0; k < kNumRejections; ++k)
@@ -143,10 +166,10 @@ void register_search(CLI::App& app, CommandContext& ctx) {
             "{},{:.1f}B,{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.3f},{:.1f},{:."
             "1f},{:.4f},{:.2f}\n",
             model.name, params_b, w.seq_len, p.tp, p.pp, p.cp, p.ep, p.dp, p.mbs, p.vpp,
-            model.layers, model.hidden, model.ffn_hidden, w.global_batch, cluster.nodes(),
+            model.layers, model.hidden, model.ffn_hidden, p.gbs, cluster.nodes(),
             cluster.profile.node.gpus_per_node, p.zero, to_string(p.recompute),
             p.pp > 1 ? p.schedule : "none", e.step_time_s,
-            static_cast<double>(w.global_batch) / e.step_time_s, e.model_tflops_per_gpu,
+            static_cast<double>(p.gbs) / e.step_time_s, e.model_tflops_per_gpu,
             e.model_tflops_per_gpu * cluster.num_gpus, e.mfu, e.memory_peak.total_bytes() / gib);
       }
       write_file_atomic(csv, c);

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "cli/estimate_json.h"
@@ -16,34 +17,86 @@ namespace dtplan::cli {
 
 namespace {
 
+// One integer of a pin; `whole` is the flag's text, for the message.
+int64_t parse_number(const std::string& s, const std::string& flag, const std::string& whole,
+                     bool positive, int64_t max) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(s, &used);
+    if (used != s.size() || v < (positive ? 1 : 0) || v > max) throw std::invalid_argument(s);
+    return v;
+  } catch (const std::exception&) {
+    throw InputError({}, flag,
+                     fmt::format("'{}' is not {}, a list (2,4,8) or a range (4-16)", whole,
+                                 positive ? "a positive integer" : "a non-negative integer"));
+  }
+}
+
 // "8", "2,4,8" or "4-16" (every integer in the range; the search keeps the feasible ones).
-std::vector<int> parse_int_set(const std::string& text, const std::string& flag) {
-  std::vector<int> out;
+template <typename Int>
+std::vector<Int> parse_set(const std::string& text, const std::string& flag, Int max_width,
+                           bool positive = false) {
+  std::vector<Int> out;
   if (text.empty()) return out;
   std::stringstream ss(text);
   std::string item;
-  auto to_int = [&](const std::string& s) {
-    try {
-      size_t used = 0;
-      const int v = std::stoi(s, &used);
-      if (used != s.size() || v < 0) throw std::invalid_argument(s);
-      return v;
-    } catch (const std::exception&) {
-      throw InputError({}, flag,
-                       fmt::format("'{}' is not a non-negative integer, a list (2,4,8) "
-                                   "or a range (4-16)",
-                                   text));
-    }
+  auto to_int = [&](const std::string& v) {
+    return static_cast<Int>(parse_number(v, flag, text, positive, std::numeric_limits<Int>::max()));
   };
   while (std::getline(ss, item, ',')) {
     const auto dash = item.find('-');
     if (dash == std::string::npos) {
       out.push_back(to_int(item));
     } else {
-      const int lo = to_int(item.substr(0, dash)), hi = to_int(item.substr(dash + 1));
-      if (lo > hi || hi - lo > 100000)
-        throw InputError({}, flag, fmt::format("range '{}' is empty or too wide", item));
-      for (int v = lo; v <= hi; ++v) out.push_back(v);
+      const Int lo = to_int(item.substr(0, dash)), hi = to_int(item.substr(dash + 1));
+      if (lo > hi || hi - lo > max_width)
+        throw InputError({}, flag,
+                         lo > hi ? fmt::format("range '{}' is empty", item)
+                                 : fmt::format("range '{}' is too wide (at most {} values)", item,
+                                               max_width + 1));
+      for (Int v = lo; v <= hi; ++v) out.push_back(v);
+    }
+  }
+  return out;
+}
+
+std::vector<int> parse_int_set(const std::string& text, const std::string& flag) {
+  return parse_set<int>(text, flag, 100000);
+}
+
+// Global batches from --gbs (sequences) or --gbs-tokens (tokens, whole sequences of --seq): a
+// value, a list or a range; a token range keeps the whole numbers of sequences inside it.
+std::vector<int64_t> parse_global_batches(const std::string& gbs, const std::string& tokens,
+                                          int64_t seq) {
+  constexpr int64_t kMaxValues = 100000;
+  constexpr int64_t kMax = int64_t{1} << 50;
+  if (tokens.empty()) return parse_set<int64_t>(gbs, "--gbs", kMaxValues - 1, true);
+  const std::string flag = "--gbs-tokens";
+  std::vector<int64_t> out;
+  std::stringstream ss(tokens);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto dash = item.find('-');
+    if (dash == std::string::npos) {
+      const int64_t t = parse_number(item, flag, tokens, true, kMax);
+      if (t % seq != 0)
+        throw InputError(
+            {}, flag,
+            fmt::format("{} tokens are not a whole number of sequences of {} (--seq)", t, seq));
+      out.push_back(t / seq);
+    } else {
+      const int64_t lo_t = parse_number(item.substr(0, dash), flag, tokens, true, kMax);
+      const int64_t hi_t = parse_number(item.substr(dash + 1), flag, tokens, true, kMax);
+      const int64_t lo = (lo_t + seq - 1) / seq, hi = hi_t / seq;
+      if (lo_t > hi_t || lo > hi)
+        throw InputError(
+            {}, flag,
+            fmt::format("range '{}' holds no whole number of sequences of {} (--seq)", item, seq));
+      if (hi - lo >= kMaxValues)
+        throw InputError({}, flag,
+                         fmt::format("range '{}' is too wide ({} batches of {} tokens; at most {})",
+                                     item, hi - lo + 1, seq, kMaxValues));
+      for (int64_t g = lo; g <= hi; ++g) out.push_back(g);
     }
   }
   return out;
@@ -77,11 +130,12 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->group(g);
   const char* wg = "Workload";
-  cmd.add_option("--gbs,--global-batch-size", f.gbs, "Global batch (sequences)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+  cmd.add_option("--gbs,--global-batch-size", f.gbs,
+                 "Global batch (sequences): 1536, a list 1024,2048 or a range 512-2048; with "
+                 "several, step time and cost are ranked per token")
       ->group(wg);
-  cmd.add_option("--gbs-tokens", f.gbs_tokens, "Global batch in tokens")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 50))
+  cmd.add_option("--gbs-tokens", f.gbs_tokens,
+                 "Global batch in tokens (whole sequences of --seq): a value, list or range")
       ->excludes("--gbs")
       ->group(wg);
   cmd.add_option("--seq,--seq-length", f.seq, "Sequence length")
@@ -105,6 +159,9 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
       ->check(CLI::IsMember(framework_names()))
       ->capture_default_str();
   cmd.add_flag("--allow-cross-node-tp", f.cross_node_tp, "Allow TP beyond the NVLink domain");
+  cmd.add_flag("--no-prune", f.no_prune,
+               "Estimate every plan that fits in full instead of skipping those whose floor "
+               "cannot enter the top K or the Pareto front (same results, slower)");
   cmd.add_option("--threads", f.threads, "Search threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
 }
@@ -117,7 +174,7 @@ void apply_builtin_example(SearchFlags& f) {
   f.spec.model = "gpt3-175b";
   f.spec.cluster = "dgx-a100-80g";
   f.spec.gpus = 256;
-  if (f.gbs == 0 && f.gbs_tokens == 0) f.gbs = 1536;
+  if (f.gbs.empty() && f.gbs_tokens.empty()) f.gbs = "1536";
 }
 
 SearchSetup make_search_setup(const SearchFlags& f) {
@@ -127,16 +184,17 @@ SearchSetup make_search_setup(const SearchFlags& f) {
   Workload& w = s.workload;
   w.seq_len = f.seq;
   w.precision = *parse_precision(f.precision);
-  w.global_batch = f.gbs > 0 ? f.gbs : 1536;
-  if (f.gbs_tokens > 0) {
-    if (f.gbs_tokens % f.seq != 0)
-      throw InputError({}, "--gbs-tokens",
-                       fmt::format("{} tokens are not a whole number of "
-                                   "sequences of {}",
-                                   f.gbs_tokens, f.seq));
-    w.global_batch = f.gbs_tokens / f.seq;
-  }
   SearchSpace& space = s.space;
+  space.gbs = parse_global_batches(f.gbs, f.gbs_tokens, f.seq);
+  for (int64_t g : space.gbs)
+    if (g > (int64_t{1} << 40))
+      throw InputError({}, f.gbs_tokens.empty() ? "--gbs" : "--gbs-tokens",
+                       fmt::format("{} sequences is more than 2^40", g));
+  std::sort(space.gbs.begin(), space.gbs.end());
+  space.gbs.erase(std::unique(space.gbs.begin(), space.gbs.end()), space.gbs.end());
+  if (space.gbs.empty()) space.gbs.push_back(1536);
+  // The workload's batch: the largest searched (the one reports and single-plan tools use).
+  w.global_batch = space.gbs.back();
   space.tp = parse_int_set(f.tp, "--tp");
   space.pp = parse_int_set(f.pp, "--pp");
   space.cp = parse_int_set(f.cp, "--cp");
@@ -179,6 +237,7 @@ SearchSetup make_search_setup(const SearchFlags& f) {
     throw InputError({}, "--framework", fmt::format("'{}' is not a framework", f.framework));
   opt.framework = parse_framework(f.framework);
   opt.allow_cross_node_tp = f.cross_node_tp;
+  opt.prune = !f.no_prune;
   opt.threads = f.threads;
   return s;
 }
@@ -191,6 +250,11 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   j["cluster"] = {{"profile", s.cluster.profile.name}, {"gpus", s.cluster.num_gpus}};
   j["workload"] = {
       {"seq", s.workload.seq_len}, {"gbs", s.workload.global_batch}, {"precision", f.precision}};
+  if (s.space.gbs.size() > 1) {
+    j["workload"]["gbs_searched"] = {
+        {"count", s.space.gbs.size()}, {"min", s.space.gbs.front()}, {"max", s.space.gbs.back()}};
+  }
+  j["ranked_per_token"] = r.per_token;
   j["objective"] = f.objective;
   j["evaluator"] = evaluator;
   j["refined_with_des"] = refined_with_des;
@@ -212,7 +276,10 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
                 {"objective", f.objective},
                 {"framework", f.framework},
                 {"precision", f.precision},
-                {"gbs", s.workload.global_batch},
+                {"gbs", f.gbs_tokens.empty()
+                            ? (f.gbs.empty() ? std::to_string(s.workload.global_batch) : f.gbs)
+                            : std::string()},
+                {"gbs_tokens", f.gbs_tokens},
                 {"seq", f.seq},
                 {"top", f.top},
                 {"memory_margin", f.margin},
@@ -277,7 +344,10 @@ SearchFlags search_flags_from_json(const std::string& path) {
       f.objective = g.at("objective");
       f.framework = g.at("framework");
       f.precision = g.at("precision");
-      f.gbs = g.at("gbs");
+      // Older files record one batch as a number; newer ones the pin as given.
+      const auto& gbs = g.at("gbs");
+      f.gbs = gbs.is_string() ? gbs.get<std::string>() : std::to_string(gbs.get<int64_t>());
+      f.gbs_tokens = g.value("gbs_tokens", std::string());
       f.seq = g.at("seq");
       f.top = g.at("top");
       f.margin = g.at("memory_margin");
@@ -287,7 +357,7 @@ SearchFlags search_flags_from_json(const std::string& path) {
       f.spec.cluster = j.at("cluster").at("profile");
       f.spec.gpus = j.at("cluster").at("gpus");
       f.seq = j.at("workload").at("seq");
-      f.gbs = j.at("workload").at("gbs");
+      f.gbs = std::to_string(j.at("workload").at("gbs").get<int64_t>());
       f.precision = j.at("workload").at("precision");
       f.objective = j.value("objective", std::string("step_time"));
       f.framework = j.value("framework", std::string("megatron"));

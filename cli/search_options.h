@@ -15,10 +15,13 @@ struct SearchFlags {
   SpecOptions spec;
   std::string tp, pp, cp, ep, etp, vpp, mbs, zero, recompute, schedule, sp = "auto";
   std::string objective = "step_time", framework = "megatron", precision = "bf16";
-  int64_t gbs = 0, gbs_tokens = 0, seq = 2048;
+  // Global batch pins, as given: "1536", "512,1024,2048" or "512-2048" (sequences or tokens).
+  std::string gbs, gbs_tokens;
+  int64_t seq = 2048;
   int top = 10, threads = 0;
   double margin = 0.10;
   bool cross_node_tp = false;
+  bool no_prune = false;
 };
 
 void add_search_flags(CLI::App& cmd, SearchFlags& f);

@@ -4,11 +4,27 @@
 
 namespace dtplan {
 
+namespace {
+// One layer-cost cache per thread: search threads share an evaluator.
+EstimatorCache& thread_cache() {
+  thread_local EstimatorCache cache;
+  return cache;
+}
+}  // namespace
+
 Estimate AnalyticEvaluator::evaluate(const ModelSpec& m, const Cluster& c, const Workload& w,
                                      const Plan& p) const {
-  // One layer-cost cache per thread: search threads share this evaluator.
-  thread_local EstimatorCache cache;
-  return estimate(m, c, w, p, {}, &cache);
+  return estimate(m, c, w, p, {}, &thread_cache());
+}
+
+std::optional<double> AnalyticEvaluator::peak_memory(const ModelSpec& m, const Cluster& c,
+                                                     const Workload& w, const Plan& p) const {
+  return peak_memory_bytes(m, c, w, p, &thread_cache());
+}
+
+double AnalyticEvaluator::step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                          const Plan& p) const {
+  return dtplan::step_time_floor(m, c, w, p, &thread_cache());
 }
 
 Estimate DesEvaluator::evaluate(const ModelSpec& m, const Cluster& c, const Workload& w,

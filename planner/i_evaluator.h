@@ -5,6 +5,8 @@
 // the plan has passed validation.
 #pragma once
 
+#include <optional>
+
 #include "core/estimate.h"
 #include "core/hardware.h"
 #include "core/model_spec.h"
@@ -18,6 +20,20 @@ class IEvaluator {
   virtual const char* name() const = 0;
   virtual Estimate evaluate(const ModelSpec& m, const Cluster& c, const Workload& w,
                             const Plan& p) const = 0;
+
+  // Optional, for pruning; an evaluator that cannot tell keeps these defaults and the search
+  // evaluates every plan in full. Both must hold exactly for what evaluate() returns:
+  // peak_memory(p) == evaluate(p).memory_peak.total_bytes(), cheaper than evaluate().
+  virtual std::optional<double> peak_memory(const ModelSpec&, const Cluster&, const Workload&,
+                                            const Plan&) const {
+    return std::nullopt;
+  }
+  // step_time_floor(p) <= evaluate(q).step_time_s for every plan q that differs from p only in
+  // its ZeRO stage (0: no floor known).
+  virtual double step_time_floor(const ModelSpec&, const Cluster&, const Workload&,
+                                 const Plan&) const {
+    return 0;
+  }
 };
 
 // The closed-form estimator (simulator/analytic).
@@ -26,6 +42,10 @@ class AnalyticEvaluator final : public IEvaluator {
   const char* name() const override { return "analytic"; }
   Estimate evaluate(const ModelSpec& m, const Cluster& c, const Workload& w,
                     const Plan& p) const override;
+  std::optional<double> peak_memory(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                    const Plan& p) const override;
+  double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w,
+                         const Plan& p) const override;
 };
 
 // The discrete-event simulator (simulator/des): the schedule's timeline instead of the closed

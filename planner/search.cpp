@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
 #include <thread>
 #include <tuple>
 
@@ -34,7 +37,7 @@ const char* describe(Rejection r) {
     case Rejection::kMemory:
       return "does not fit in memory (with activations)";
     case Rejection::kCannotBeatTopK:
-      return "cannot beat the current top K (bound)";
+      return "fits, but cannot enter the top K or the Pareto front (floor)";
     case Rejection::kInvalid:
       return "other validation failure";
   }
@@ -57,22 +60,37 @@ bool allowed(const std::vector<int>& pin, int v) {
 // A total order on plans, for deterministic ties.
 auto plan_key(const Plan& p) {
   return std::make_tuple(p.tp, p.pp, p.cp, p.dp, p.ep, p.etp, p.vpp, p.sp, p.zero,
-                         static_cast<int>(p.recompute), p.recompute_layers, p.mbs, p.schedule,
-                         p.uneven_pp);
+                         static_cast<int>(p.recompute), p.recompute_layers, p.mbs, p.gbs,
+                         std::cref(p.schedule), p.uneven_pp);
 }
 
-bool better(const Candidate& a, const Candidate& b) {
-  if (a.objective != b.objective) return a.objective < b.objective;
-  return plan_key(a.plan) < plan_key(b.plan);
+bool ranks_before(double objective, const Plan& p, const Candidate& c) {
+  if (objective != c.objective) return objective < c.objective;
+  return plan_key(p) < plan_key(c.plan);
 }
+
+bool better(const Candidate& a, const Candidate& b) { return ranks_before(a.objective, a.plan, b); }
+
+// Relative margin on floors: a plan is pruned only when its floor is behind by more than this,
+// so that rounding in the floor's own arithmetic can never prune a plan that ranks.
+constexpr double kFloorMargin = 1e-9;
 
 struct Layout {
   int tp, pp, cp, dp, ep, etp;
 };
 
+// A point of the Pareto front: `t` is step time (or time per token), `mem` peak memory; the
+// candidate is in the worker's pool (the front is reordered often: points stay small).
+struct FrontPoint {
+  double t, mem;
+  uint32_t slot;
+};
+
 struct Worker {
-  std::vector<Candidate> top;
-  std::vector<Candidate> pareto;
+  std::vector<Candidate> top;      // best first, at most K
+  std::vector<FrontPoint> pareto;  // non-dominated, by (t, mem, plan): memory decreasing
+  std::vector<Candidate> pool;     // the front's candidates
+  std::vector<uint32_t> free_slots;
   std::array<long, kNumRejections> rejected{};
   std::array<std::string, kNumRejections> example{};
   long enumerated = 0, evaluated = 0, feasible = 0;
@@ -83,41 +101,109 @@ struct Worker {
     rejected[static_cast<size_t>(r)] += n;
     if (example[static_cast<size_t>(r)].empty()) example[static_cast<size_t>(r)] = why();
   }
-  void offer(const Candidate& c, int k) {
-    if (static_cast<int>(top.size()) < k || better(c, top.back())) {
-      top.insert(std::upper_bound(top.begin(), top.end(), c, better), c);
-      if (static_cast<int>(top.size()) > k) top.pop_back();
+
+  const Candidate& at(const FrontPoint& q) const { return pool[q.slot]; }
+
+  // (t, mem, plan) lexicographically: the order of the front.
+  bool before(double t, double mem, const Plan& p, const FrontPoint& q) const {
+    if (t != q.t) return t < q.t;
+    if (mem != q.mem) return mem < q.mem;
+    return plan_key(p) < plan_key(at(q).plan);
+  }
+
+  // Index of the first front point after (t, mem, p).
+  size_t front_after(double t, double mem, const Plan& p) const {
+    return static_cast<size_t>(
+        std::partition_point(pareto.begin(), pareto.end(),
+                             [&](const FrontPoint& q) { return !before(t, mem, p, q); }) -
+        pareto.begin());
+  }
+
+  // A plan q dominates p when q.t <= p.t and q.mem <= p.mem, and (t, mem, plan) orders q first
+  // (ties broken by the plan order). The point just before p's place has the least memory of
+  // all that order first, so it is the one to check.
+  bool dominated(double t, double mem, const Plan& p) const {
+    const size_t i = front_after(t, mem, p);
+    return i > 0 && pareto[i - 1].mem <= mem;
+  }
+
+  // Whether some point is faster than `t_floor` (by the margin) with no more memory than `mem`:
+  // then every plan with time >= t_floor and memory `mem` is strictly dominated.
+  bool dominated_below(double t_floor, double mem) const {
+    const double t = t_floor * (1 - kFloorMargin);
+    const auto it = std::partition_point(pareto.begin(), pareto.end(),
+                                         [&](const FrontPoint& q) { return q.t < t; });
+    return it != pareto.begin() && std::prev(it)->mem <= mem;
+  }
+
+  bool enters_top(double objective, const Plan& p, int k) const {
+    return static_cast<int>(top.size()) < k || ranks_before(objective, p, top.back());
+  }
+  void add_top(Candidate c, int k) {
+    auto pos = std::upper_bound(top.begin(), top.end(), c, better);
+    top.insert(pos, std::move(c));
+    if (static_cast<int>(top.size()) > k) top.pop_back();
+  }
+  // Inserts a point that no point dominates at its place `i`; the points after it with as much
+  // memory or more are dominated by it now (a run starting at `i`: memory decreases).
+  void add_front(size_t i, double t, double mem, Candidate c) {
+    size_t end = i;
+    while (end < pareto.size() && pareto[end].mem >= mem) free_slots.push_back(pareto[end++].slot);
+    pareto.erase(pareto.begin() + static_cast<std::ptrdiff_t>(i),
+                 pareto.begin() + static_cast<std::ptrdiff_t>(end));
+    uint32_t slot;
+    if (!free_slots.empty()) {
+      slot = free_slots.back();
+      free_slots.pop_back();
+      pool[slot] = std::move(c);
+    } else {
+      slot = static_cast<uint32_t>(pool.size());
+      pool.push_back(std::move(c));
     }
-    const double t = c.estimate.step_time_s, mem = c.estimate.memory_peak.total_bytes();
-    for (const Candidate& q : pareto)
-      if (q.estimate.step_time_s <= t && q.estimate.memory_peak.total_bytes() <= mem) return;
-    pareto.erase(std::remove_if(pareto.begin(), pareto.end(),
-                                [&](const Candidate& q) {
-                                  return t <= q.estimate.step_time_s &&
-                                         mem <= q.estimate.memory_peak.total_bytes();
-                                }),
-                 pareto.end());
-    pareto.push_back(c);
+    pareto.insert(pareto.begin() + static_cast<std::ptrdiff_t>(i), FrontPoint{t, mem, slot});
+  }
+  void offer_front(double t, double mem, Candidate c) {
+    const size_t i = front_after(t, mem, c.plan);
+    if (i > 0 && pareto[i - 1].mem <= mem) return;
+    add_front(i, t, mem, std::move(c));
+  }
+
+  // Keeps the plan if it enters the top K or the front; copies it (plan and estimate) only then.
+  void offer(const Plan& p, const Estimate& e, double objective, double t, double mem, int k) {
+    const bool in_top = enters_top(objective, p, k);
+    const size_t i = front_after(t, mem, p);
+    const bool on_front = !(i > 0 && pareto[i - 1].mem <= mem);
+    if (!in_top && !on_front) return;
+    if (on_front && in_top) {
+      add_front(i, t, mem, Candidate{p, e, objective});
+      add_top(Candidate{p, e, objective}, k);
+    } else if (on_front) {
+      add_front(i, t, mem, Candidate{p, e, objective});
+    } else {
+      add_top(Candidate{p, e, objective}, k);
+    }
   }
 };
 
-double objective_of(const Estimate& e, Objective o, const Cluster& c) {
+}  // namespace
+
+double objective_value(const Estimate& e, Objective o, const Cluster& c, double tokens,
+                       bool per_token) {
+  const double per = per_token && tokens > 0 ? tokens : 1.0;
   switch (o) {
     case Objective::kStepTime:
-      return e.step_time_s;
+      return e.step_time_s / per;
     case Objective::kCost: {
       const double price = c.profile.usd_per_gpu_hour.value_or(1.0);  // GPU-hours when unpriced
-      return e.step_time_s * c.num_gpus * price / 3600.0;
+      return e.step_time_s * c.num_gpus * price / 3600.0 / per;
     }
     case Objective::kMfu:
       return -e.mfu;
     case Objective::kMemory:
       return e.memory_peak.total_bytes();
   }
-  return e.step_time_s;
+  return e.step_time_s / per;
 }
-
-}  // namespace
 
 SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
                     const SearchSpace& space, const SearchOptions& opt,
@@ -126,11 +212,27 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
   const int n = c.num_gpus;
   const int domain = std::max(1, c.profile.node.nvlink_domain_gpus);
   const double budget = c.profile.gpu.memory_gib * units::kGiB * (1.0 - opt.memory_margin);
+  const int top_k = std::max(1, opt.top_k);
   SearchResult result;
+
+  // One workload per global batch: the evaluator sees each plan with its own.
+  std::vector<Workload> works;
+  {
+    std::vector<int64_t> batches = space.gbs;
+    if (batches.empty()) batches.push_back(w.global_batch);
+    std::sort(batches.begin(), batches.end());
+    batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+    for (int64_t g : batches) {
+      if (g < 1) continue;  // no such batch (the CLI refuses it)
+      Workload x = w;
+      x.global_batch = g;
+      works.push_back(x);
+    }
+  }
+  const bool per_token = works.size() > 1;
 
   // Outer layouts: tp x pp x cp x dp (x ep x etp for MoE), enumerated up front.
   std::vector<Layout> layouts;
-  Worker pre;  // rejections found while enumerating layouts
   for (int tp : divisors(n)) {
     if (!allowed(space.tp, tp)) continue;
     for (int pp : divisors(n / tp)) {
@@ -159,10 +261,15 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
           ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
           : space.recompute;
   const std::vector<int> zeros = space.zero.empty() ? std::vector<int>{0, 1, 2, 3} : space.zero;
-
   const std::vector<std::string> all_schedules = schedule_names();
+  const std::vector<std::string>& schedule_pool =
+      space.schedules.empty() ? all_schedules : space.schedules;
+  static const std::string kOneFOneB = "1f1b";
+  // The training precision must have a tensor-core peak: one check for the whole search.
+  const std::vector<Violation> hw_violations = validate_against_hardware(c.profile, w, Plan{});
+  const ParamCounts counts = count_params(m);
+
   auto run_layout = [&](const Layout& L, Worker& wk) {
-    // Inner values for this layout.
     std::vector<int> vpps = {1};
     if (L.pp > 1)
       for (int v = 2; v <= 8; ++v)
@@ -173,128 +280,312 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
         if (allowed(space.vpp, v)) keep.push_back(v);
       vpps = keep;
     }
-    std::vector<int> mbss;
-    const int64_t per_replica = w.global_batch / L.dp;
-    for (int b = 1; b <= opt.max_mbs; b *= 2)
-      if (w.global_batch % L.dp == 0 && per_replica % b == 0 && allowed(space.mbs, b))
-        mbss.push_back(b);
-    for (int b : space.mbs)
-      if (b > opt.max_mbs && w.global_batch % L.dp == 0 && per_replica % b == 0) mbss.push_back(b);
     const bool sp = space.sp.value_or(L.tp > 1) && L.tp > 1;
-
     // Uneven stages where the layers do not divide (Megatron: fewer layers on the first and
     // last stages), only without interleaving.
     const bool uneven = L.pp > 2 && m.layers % L.pp != 0;
-    for (int zero : zeros) {
-      if (zero > 0 && L.dp * L.cp == 1) continue;  // nothing to shard over: same as zero 0
-      for (int vpp : vpps) {
-        std::vector<std::string> schedules;
-        if (L.pp == 1) {
-          if (vpp > 1) continue;
-          schedules = {"1f1b"};
-        } else {
-          for (const auto& s : space.schedules.empty() ? all_schedules : space.schedules) {
-            const IPipelineSchedule* sch = find_schedule(s);
-            if (sch && sch->accepts_chunks(vpp)) schedules.push_back(s);
-          }
-        }
-        const long inner = static_cast<long>(recomputes.size() * mbss.size() * schedules.size());
-        wk.enumerated += inner;
-        if (inner == 0) continue;
+    const bool cross_node = L.tp > domain && !opt.allow_cross_node_tp;
 
-        Plan p;
-        p.tp = L.tp;
-        p.pp = L.pp;
-        p.cp = L.cp;
-        p.dp = L.dp;
-        p.ep = L.ep;
-        p.etp = L.etp;
-        p.vpp = vpp;
-        p.sp = sp;
-        p.zero = zero;
-        p.gbs = w.global_batch;
-        p.uneven_pp = uneven && vpp == 1;
-        p.mbs = mbss.front();
-        p.schedule = schedules.front();
-        // Checks that hold for the whole sub-space.
-        if (L.tp > domain && !opt.allow_cross_node_tp) {
-          wk.reject(Rejection::kCrossNodeTp, inner,
-                    [&] { return fmt::format("TP{} > {} GPUs per NVLink domain", L.tp, domain); });
-          continue;
+    Plan p;
+    p.tp = L.tp;
+    p.pp = L.pp;
+    p.cp = L.cp;
+    p.dp = L.dp;
+    p.ep = L.ep;
+    p.etp = L.etp;
+    p.sp = sp;
+    std::vector<const std::string*> schedules;
+    std::vector<std::pair<Recompute, int>> rcs;
+    std::vector<int> mbss;
+    // What holds for every global batch: framework refusal and parameter-state memory, per
+    // (zero, schedule), worked out when a sub-space first passes the cheaper checks.
+    struct Gate {
+      enum { kUnknown, kOpen, kFramework, kStates } state;
+      const char* refusal;
+      double states;
+    };
+    std::vector<Gate> gates;  // [zero index][schedule]
+    struct Validity {
+      bool known = false, ok = false;
+      Violation first;
+    };
+    std::vector<Validity> validity;  // [zero index]
+    struct Combo {
+      int zero;
+      size_t s;
+    };
+    std::vector<Combo> combos;
+    std::vector<double> floors;
+    std::vector<const IPipelineSchedule*> sched_objs;  // parallel to `schedules`
+
+    for (int vpp : vpps) {
+      schedules.clear();
+      if (L.pp == 1) {
+        if (vpp > 1) continue;
+        schedules.push_back(&kOneFOneB);
+      } else {
+        for (const auto& s : schedule_pool) {
+          const IPipelineSchedule* sch = find_schedule(s);
+          if (sch && sch->accepts_chunks(vpp)) schedules.push_back(&s);
         }
-        auto v = validate_plan(m, n, w, p);
-        if (!v.empty()) {
-          const bool div = v.front().flag != "--zero" && v.front().flag != "--precision";
-          wk.reject(div ? Rejection::kDivisibility : Rejection::kInvalid, inner, [&] {
-            return fmt::format("{} {}: {}", p.describe(), v.front().flag, v.front().reason);
-          });
-          continue;
+      }
+      if (schedules.empty()) continue;
+      sched_objs.clear();
+      for (const std::string* s : schedules) sched_objs.push_back(find_schedule(*s));
+      // Full recomputation of all layers, or of a share of each chunk's layers (partial).
+      const int chunk_layers = std::max(1, m.layers / (L.pp * vpp));
+      rcs.clear();
+      for (Recompute rc : recomputes) {
+        rcs.emplace_back(rc, 0);
+        if (rc == Recompute::kFull && chunk_layers >= 4)
+          for (int part : {chunk_layers / 4, chunk_layers / 2, 3 * chunk_layers / 4})
+            if (part > 0 && part < chunk_layers) rcs.emplace_back(rc, part);
+      }
+      p.vpp = vpp;
+      p.uneven_pp = uneven && vpp == 1;
+      p.recompute = Recompute::kNone;
+      p.recompute_layers = 0;
+      p.gbs = works.front().global_batch;
+      p.mbs = 1;
+
+      gates.assign(zeros.size() * schedules.size(), Gate{Gate::kUnknown, nullptr, 0});
+      validity.assign(zeros.size(), Validity{});
+      // p.zero and p.schedule set: framework refusal, then the parameter states of the first
+      // and last stage (a memory floor without activations).
+      auto gate = [&](size_t zi, size_t s) -> const Gate& {
+        Gate& g = gates[zi * schedules.size() + s];
+        if (g.state != Gate::kUnknown) return g;
+        if (const char* refusal = framework_refusal(opt.framework, p)) {
+          g = {Gate::kFramework, refusal, 0};
+          return g;
         }
-        // Memory lower bound: parameter states of the most loaded stage.
-        {
-          const IPipelineSchedule* s1 = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
-          double states = 0;
-          for (int rank : {0, p.pp - 1}) {
-            Plan q = p;
-            q.recompute = Recompute::kFull;
-            StageMemory sm = stage_memory(m, w, q, *s1, rank);
-            states = std::max(states, sm.weights_bytes + sm.grads_bytes + sm.optimizer_bytes);
+        const IPipelineSchedule* sch = find_schedule(p.pp > 1 ? p.schedule : kOneFOneB);
+        // Schedules with as many parameter copies have the same states: reuse them.
+        for (size_t o = 0; o < s; ++o) {
+          const Gate& h = gates[zi * schedules.size() + o];
+          if ((h.state == Gate::kOpen || h.state == Gate::kStates) &&
+              find_schedule(*schedules[o])->parameter_copies() == sch->parameter_copies()) {
+            g = {h.state, nullptr, h.states};
+            return g;
           }
-          if (states > budget) {
-            wk.reject(Rejection::kMemoryStates, inner, [&] {
-              return fmt::format("{}: {:.1f} GiB of states > {:.1f} GiB", p.describe(),
-                                 states / units::kGiB, budget / units::kGiB);
+        }
+        double states = 0;
+        for (int rank : {0, p.pp - 1}) {
+          StageMemory sm = stage_memory(m, w, p, *sch, rank, counts, ActivationInputs{},
+                                        layers_on_rank(m, p, rank));
+          states = std::max(states, sm.weights_bytes + sm.grads_bytes + sm.optimizer_bytes);
+        }
+        g = {states > budget ? Gate::kStates : Gate::kOpen, nullptr, states};
+        return g;
+      };
+
+      // Largest batch first: the best time per token comes early, and the floor prunes more.
+      for (auto wit = works.rbegin(); wit != works.rend(); ++wit) {
+        const Workload& wl = *wit;
+        const int64_t gbs = wl.global_batch;
+        mbss.clear();
+        if (gbs % L.dp == 0) {
+          const int64_t per_replica = gbs / L.dp;
+          for (int b = 1; b <= opt.max_mbs; b *= 2)
+            if (per_replica % b == 0 && allowed(space.mbs, b)) mbss.push_back(b);
+          for (int b : space.mbs)
+            if (b > opt.max_mbs && per_replica % b == 0) mbss.push_back(b);
+        }
+        if (mbss.empty()) continue;
+        const double tokens = static_cast<double>(gbs) * static_cast<double>(wl.seq_len);
+        const long per_schedule = static_cast<long>(rcs.size() * mbss.size());
+        const long per_zero = per_schedule * static_cast<long>(schedules.size());
+        p.gbs = gbs;
+        p.mbs = mbss.front();
+        p.recompute = Recompute::kNone;
+        p.recompute_layers = 0;
+        combos.clear();
+        for (size_t zi = 0; zi < zeros.size(); ++zi) {
+          p.zero = zeros[zi];
+          if (p.zero > 0 && L.dp * L.cp == 1) continue;  // nothing to shard over: same as zero 0
+          wk.enumerated += per_zero;
+          // Checks that hold for the whole sub-space.
+          if (cross_node) {
+            wk.reject(Rejection::kCrossNodeTp, per_zero, [&] {
+              return fmt::format("TP{} > {} GPUs per NVLink domain", L.tp, domain);
             });
             continue;
           }
+          if (!hw_violations.empty()) {
+            wk.reject(Rejection::kInvalid, per_zero, [&] { return hw_violations.front().reason; });
+            continue;
+          }
+          // Validated once per (vpp, zero) for every global batch: the inner values (schedule,
+          // recomputation, micro-batch, batch) are valid by construction: schedules accept the
+          // chunks, micro-batches divide the batch per data-parallel replica.
+          Validity& val = validity[zi];
+          if (!val.known) {
+            Plan q = p;
+            q.schedule = *schedules.front();
+            q.gbs = L.dp;  // divisible by mbs x dp (mbs 1): the batch's checks are the loop's
+            q.mbs = 1;
+            auto v = validate_plan(m, n, wl, q);
+            val.known = true;
+            val.ok = v.empty();
+            if (!val.ok) val.first = std::move(v.front());
+          }
+          if (!val.ok) {
+            const bool div = val.first.flag != "--zero" && val.first.flag != "--precision";
+            wk.reject(div ? Rejection::kDivisibility : Rejection::kInvalid, per_zero, [&] {
+              return fmt::format("{} {}: {}", p.describe(), val.first.flag, val.first.reason);
+            });
+            continue;
+          }
+          for (size_t s = 0; s < schedules.size(); ++s) {
+            p.schedule = *schedules[s];
+            const Gate& g = gate(zi, s);
+            if (g.state == Gate::kFramework) {
+              wk.reject(Rejection::kFramework, per_schedule,
+                        [&] { return std::string(g.refusal); });
+              continue;
+            }
+            if (g.state == Gate::kStates) {
+              wk.reject(Rejection::kMemoryStates, per_schedule, [&] {
+                return fmt::format("{}: {:.1f} GiB of states > {:.1f} GiB", p.describe(),
+                                   g.states / units::kGiB, budget / units::kGiB);
+              });
+              continue;
+            }
+            combos.push_back({p.zero, s});
+          }
         }
-        // Full recomputation of all layers, or of a share of each chunk's layers (partial).
-        const int chunk_layers = std::max(1, m.layers / (L.pp * vpp));
-        std::vector<std::pair<Recompute, int>> rcs;
-        for (Recompute rc : recomputes) {
-          rcs.emplace_back(rc, 0);
-          if (rc == Recompute::kFull && chunk_layers >= 4)
-            for (int part : {chunk_layers / 4, chunk_layers / 2, 3 * chunk_layers / 4})
-              if (part > 0 && part < chunk_layers) rcs.emplace_back(rc, part);
-        }
-        const long extra =
-            static_cast<long>((rcs.size() - recomputes.size()) * mbss.size() * schedules.size());
-        wk.enumerated += extra;
-        for (const std::string& sched : schedules)
-          for (auto [rc, rc_layers] : rcs)
-            for (int mbs : mbss) {
-              p.schedule = sched;
-              p.recompute = rc;
-              p.recompute_layers = rc_layers;
-              p.mbs = mbs;
-              if (const char* refusal = framework_refusal(opt.framework, p)) {
-                wk.reject(Rejection::kFramework, 1, [&] { return std::string(refusal); });
+        if (combos.empty()) continue;
+        // Schedule by schedule (the plan's schedule name is copied when it changes).
+        std::stable_sort(combos.begin(), combos.end(),
+                         [](const Combo& a, const Combo& b) { return a.s < b.s; });
+
+        for (auto [rc, rc_layers] : rcs)
+          for (int mbs : mbss) {
+            p.recompute = rc;
+            p.recompute_layers = rc_layers;
+            p.mbs = mbs;
+            floors.assign(schedules.size(), -1.0);  // per schedule, computed when needed
+            size_t assigned = schedules.size();     // which schedule p.schedule holds
+            for (const Combo& k : combos) {
+              p.zero = k.zero;
+              if (assigned != k.s) {
+                p.schedule = *schedules[k.s];
+                assigned = k.s;
+              }
+              // The schedule's rule on the micro-batch count (interleaving: a multiple of pp).
+              if (L.pp > 1 &&
+                  !sched_objs[k.s]->accepts_microbatches(L.pp, vpp, p.num_microbatches())) {
+                wk.reject(Rejection::kDivisibility, 1, [&] {
+                  return fmt::format("{}: {}", p.describe(), sched_objs[k.s]->microbatches_rule());
+                });
                 continue;
               }
-              auto vv = validate_plan(m, n, w, p);
-              if (vv.empty()) vv = validate_against_hardware(c.profile, w, p);
-              if (!vv.empty()) {
-                wk.reject(Rejection::kDivisibility, 1, [&] { return vv.front().reason; });
-                continue;
+              if (const std::optional<double> peak = evaluator.peak_memory(m, c, wl, p)) {
+                const double mem = *peak;
+                if (mem > budget) {
+                  wk.reject(Rejection::kMemory, 1, [&] {
+                    return fmt::format("{}: {:.1f} GiB > {:.1f} GiB", p.describe(),
+                                       mem / units::kGiB, budget / units::kGiB);
+                  });
+                  continue;
+                }
+                if (opt.prune && static_cast<int>(wk.top.size()) >= top_k && !wk.pareto.empty()) {
+                  double& fl = floors[k.s];
+                  if (fl < 0) fl = evaluator.step_time_floor(m, c, wl, p);
+                  const Candidate& kth = wk.top.back();
+                  const double per = per_token ? tokens : 1.0;
+                  bool behind = false;
+                  switch (opt.objective) {
+                    case Objective::kStepTime:
+                    case Objective::kCost: {
+                      Estimate lo;
+                      lo.step_time_s = fl;
+                      const double floor_obj =
+                          objective_value(lo, opt.objective, c, tokens, per_token);
+                      behind = floor_obj > kth.objective + kFloorMargin * std::fabs(kth.objective);
+                      break;
+                    }
+                    case Objective::kMfu: {
+                      // MFU counts model FLOPs, a fixed number per token: it ranks as time per
+                      // token does.
+                      const double kth_tokens =
+                          static_cast<double>(kth.plan.gbs) * static_cast<double>(wl.seq_len);
+                      behind =
+                          fl / tokens > kth.estimate.step_time_s / kth_tokens * (1 + kFloorMargin);
+                      break;
+                    }
+                    case Objective::kMemory:
+                      behind = mem > kth.objective + kFloorMargin * std::fabs(kth.objective);
+                      break;
+                  }
+                  if (behind && wk.dominated_below(fl / per, mem)) {
+                    wk.reject(Rejection::kCannotBeatTopK, 1, [&] {
+                      return fmt::format("{}: at least {:.3f} s per step", p.describe(), fl);
+                    });
+                    continue;
+                  }
+                }
               }
-              Candidate cand;
-              cand.plan = p;
-              cand.estimate = evaluator.evaluate(m, c, w, p);
+              const Estimate est = evaluator.evaluate(m, c, wl, p);
               ++wk.evaluated;
-              if (cand.estimate.memory_peak.total_bytes() > budget) {
+              const double mem = est.memory_peak.total_bytes();
+              if (mem > budget) {
                 wk.reject(Rejection::kMemory, 1, [&] {
-                  return fmt::format("{}: {:.1f} GiB > {:.1f} GiB", p.describe(),
-                                     cand.estimate.memory_peak.total_bytes() / units::kGiB,
+                  return fmt::format("{}: {:.1f} GiB > {:.1f} GiB", p.describe(), mem / units::kGiB,
                                      budget / units::kGiB);
                 });
                 continue;
               }
               ++wk.feasible;
-              cand.objective = objective_of(cand.estimate, opt.objective, c);
-              wk.offer(cand, opt.top_k);
+              const double obj = objective_value(est, opt.objective, c, tokens, per_token);
+              wk.offer(p, est, obj, est.step_time_s / (per_token ? tokens : 1.0), mem, top_k);
             }
+          }
       }
     }
+  };
+
+  // A layout's promise, for the order a worker visits its layouts in when pruning: the floor of
+  // one plan of it (first vpp and schedule, first recomputation, smallest micro-batch, largest
+  // batch), per token with several batches. Infinite when that plan is not valid; only the
+  // order depends on it, never the results.
+  auto promise = [&](const Layout& L) {
+    constexpr double kNone = std::numeric_limits<double>::infinity();
+    if (L.tp > domain && !opt.allow_cross_node_tp) return kNone;
+    Plan p;
+    p.tp = L.tp;
+    p.pp = L.pp;
+    p.cp = L.cp;
+    p.dp = L.dp;
+    p.ep = L.ep;
+    p.etp = L.etp;
+    p.sp = space.sp.value_or(L.tp > 1) && L.tp > 1;
+    p.vpp = 1;
+    for (int v = L.pp > 1 ? 1 : 9; v <= 8; ++v)  // the first vpp the layout takes
+      if (m.layers % (L.pp * v) == 0 && allowed(space.vpp, v)) {
+        p.vpp = v;
+        break;
+      }
+    p.uneven_pp = L.pp > 2 && m.layers % L.pp != 0 && p.vpp == 1;
+    p.recompute = recomputes.front();
+    p.zero = 0;
+    const Workload& wl = works.back();
+    p.gbs = wl.global_batch;
+    p.mbs = 0;
+    for (int b = 1; b <= opt.max_mbs && p.mbs == 0; b *= 2)
+      if (p.gbs % (int64_t{b} * L.dp) == 0 && allowed(space.mbs, b)) p.mbs = b;
+    if (p.mbs == 0) return kNone;
+    bool found = L.pp == 1;
+    p.schedule = kOneFOneB;
+    for (size_t s = 0; s < schedule_pool.size() && !found; ++s) {
+      const IPipelineSchedule* sch = find_schedule(schedule_pool[s]);
+      p.schedule = schedule_pool[s];
+      found = sch && sch->accepts_chunks(p.vpp) && !framework_refusal(opt.framework, p);
+    }
+    if (!found || !validate_plan(m, n, wl, p).empty() || !validate_schedule(p).empty())
+      return kNone;
+    const double floor = evaluator.step_time_floor(m, c, wl, p);
+    return per_token ? floor / static_cast<double>(p.gbs) : floor;
   };
 
   const int threads = std::max(
@@ -303,16 +594,21 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
-      for (size_t i = static_cast<size_t>(t); i < layouts.size();
-           i += static_cast<size_t>(threads)) {
-        run_layout(layouts[i], workers[static_cast<size_t>(t)]);
+      // Every threads-th layout is this worker's; with pruning, the most promising first, so
+      // that its K-th best and front are good early and the floor skips more.
+      std::vector<std::pair<double, size_t>> mine;
+      for (size_t i = static_cast<size_t>(t); i < layouts.size(); i += static_cast<size_t>(threads))
+        mine.emplace_back(opt.prune ? promise(layouts[i]) : 0.0, i);
+      if (opt.prune) std::sort(mine.begin(), mine.end());
+      for (size_t k = 0; k < mine.size(); ++k) {
+        run_layout(layouts[mine[k].second], workers[static_cast<size_t>(t)]);
         if (t == 0 && opt.progress)
-          opt.progress(static_cast<double>(i + 1) / static_cast<double>(layouts.size()));
+          opt.progress(static_cast<double>(k + 1) / static_cast<double>(mine.size()));
       }
     });
   for (auto& th : pool) th.join();
 
-  // Merge deterministically.
+  // Merge deterministically: the top K and the front of the union are those of the workers'.
   Worker all;
   for (auto& wk : workers) {
     for (int r = 0; r < kNumRejections; ++r) {
@@ -325,29 +621,19 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     all.enumerated += wk.enumerated;
     all.evaluated += wk.evaluated;
     all.feasible += wk.feasible;
-    for (const auto& cnd : wk.top) all.offer(cnd, opt.top_k);
+    for (auto& cnd : wk.top)
+      if (all.enters_top(cnd.objective, cnd.plan, top_k)) all.add_top(std::move(cnd), top_k);
+    for (const FrontPoint& q : wk.pareto) all.offer_front(q.t, q.mem, std::move(wk.pool[q.slot]));
   }
-  std::vector<Candidate> front;
-  for (auto& wk : workers) front.insert(front.end(), wk.pareto.begin(), wk.pareto.end());
-  std::sort(front.begin(), front.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.estimate.step_time_s != b.estimate.step_time_s)
-      return a.estimate.step_time_s < b.estimate.step_time_s;
-    return plan_key(a.plan) < plan_key(b.plan);
-  });
-  for (const Candidate& cnd : front) {
-    bool dominated = false;
-    for (const Candidate& q : result.pareto)
-      if (q.estimate.memory_peak.total_bytes() <= cnd.estimate.memory_peak.total_bytes())
-        dominated = true;
-    if (!dominated) result.pareto.push_back(cnd);
-  }
-  result.top = all.top;
+  result.top = std::move(all.top);
+  for (const FrontPoint& q : all.pareto) result.pareto.push_back(std::move(all.pool[q.slot]));
   result.rejected = all.rejected;
   result.example = all.example;
   result.enumerated = all.enumerated;
   result.evaluated = all.evaluated;
   result.feasible = all.feasible;
   result.exhausted = true;
+  result.per_token = per_token;
   result.threads = threads;
   result.elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -359,8 +645,12 @@ void refine_top(SearchResult& r, const ModelSpec& m, const Cluster& c, const Wor
   const size_t n = std::min(r.top.size(), static_cast<size_t>(std::max(0, k)));
   for (size_t i = 0; i < n; ++i) {
     Candidate& cand = r.top[i];
-    cand.estimate = precise.evaluate(m, c, w, cand.plan);
-    cand.objective = objective_of(cand.estimate, opt.objective, c);
+    Workload wc = w;
+    if (cand.plan.gbs > 0) wc.global_batch = cand.plan.gbs;
+    cand.estimate = precise.evaluate(m, c, wc, cand.plan);
+    cand.objective = objective_value(
+        cand.estimate, opt.objective, c,
+        static_cast<double>(wc.global_batch) * static_cast<double>(wc.seq_len), r.per_token);
   }
   std::sort(r.top.begin(), r.top.begin() + static_cast<std::ptrdiff_t>(n), better);
 }

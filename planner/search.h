@@ -4,8 +4,11 @@
 // named reason; the survivors are evaluated through an IEvaluator and ranked.
 //
 // Contract: deterministic: the ranked top K and the Pareto front do not depend on the thread
-// count (ties broken by a total order on plans). Pruning only skips plans that cannot fit or
-// cannot enter the top K.
+// count (ties broken by a total order on plans) nor on pruning, which only skips plans that
+// cannot fit, or that can enter neither the top K nor the Pareto front (each worker prunes
+// against its own K-th best and front, so how many plans are pruned rather than evaluated
+// depends on the thread count). Memory: each worker holds its top K and its Pareto front, never
+// the space.
 #pragma once
 
 #include <array>
@@ -29,6 +32,9 @@ struct SearchSpace {
   std::vector<Recompute> recompute;
   std::vector<std::string> schedules;
   std::optional<bool> sp;  // unset: SP exactly when tp > 1 (Megatron's practice)
+  // Global batches (sequences per step); empty: the workload's. With more than one, step time
+  // and cost are ranked per token (the Pareto front too): a larger batch takes longer per step.
+  std::vector<int64_t> gbs;
 };
 
 enum class Objective { kStepTime, kCost, kMfu, kMemory };
@@ -42,6 +48,9 @@ struct SearchOptions {
   bool allow_cross_node_tp = false;
   int threads = 0;  // 0: hardware concurrency
   int max_mbs = 16;
+  // Skip plans whose floor (IEvaluator::step_time_floor, peak_memory) shows they can enter
+  // neither the top K nor the Pareto front; the results are the same without.
+  bool prune = true;
   // Called now and then from one search thread with the share of layouts done (0..1).
   std::function<void(double)> progress;
 };
@@ -53,16 +62,16 @@ enum class Rejection {
   kFramework,       // the framework cannot express it
   kMemoryStates,    // weights + grads + optimizer alone exceed the budget (whole sub-space)
   kMemory,          // does not fit with activations
-  kCannotBeatTopK,  // its lower bound is no better than the current K-th best
+  kCannotBeatTopK,  // fits, but its floor is behind the current K-th best and Pareto front
   kInvalid,         // any other validation failure
 };
 inline constexpr int kNumRejections = 8;
 const char* describe(Rejection r);
 
 struct Candidate {
-  Plan plan;
+  Plan plan;  // plan.gbs is its global batch
   Estimate estimate;
-  double objective = 0;  // smaller is better (MFU is negated)
+  double objective = 0;  // smaller is better (MFU is negated); per token when SearchResult says
 };
 
 struct SearchResult {
@@ -74,6 +83,9 @@ struct SearchResult {
   long evaluated = 0;
   long feasible = 0;
   bool exhausted = true;
+  // More than one global batch searched: step time and cost are ranked per token, and the Pareto
+  // front is time per token vs peak memory.
+  bool per_token = false;
   double elapsed_s = 0;
   int threads = 1;
   double plans_per_s() const { return elapsed_s > 0 ? enumerated / elapsed_s : 0; }
@@ -83,8 +95,14 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
                     const SearchSpace& space, const SearchOptions& opt,
                     const IEvaluator& evaluator);
 
+// The value a candidate is ranked by (smaller is better): step time, cost, -MFU or peak memory;
+// step time and cost divided by the step's tokens when `per_token`.
+double objective_value(const Estimate& e, Objective o, const Cluster& c, double tokens,
+                       bool per_token);
+
 // Re-evaluates the first `k` ranked plans with another evaluator (e.g. the simulator) and
-// re-ranks them by the same objective; the rest keep their places after them.
+// re-ranks them by the same objective; the rest keep their places after them. Each plan is
+// evaluated with its own global batch (plan.gbs).
 void refine_top(SearchResult& r, const ModelSpec& m, const Cluster& c, const Workload& w,
                 const SearchOptions& opt, const IEvaluator& precise, int k);
 

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -215,15 +218,44 @@ struct LayerKey {
   bool operator==(const LayerKey&) const = default;
 };
 
+// Hashes the integers only: the rank order is nearly always the default, and hashing its
+// characters for every plan of a search costs more than comparing them on a hit.
 struct LayerKeyHash {
   size_t operator()(const LayerKey& k) const {
-    size_t h = std::hash<std::string>{}(k.rank_order);
+    size_t h = k.rank_order.size();
     for (int v : {k.tp, k.cp, k.mbs, k.ep, k.etp, static_cast<int>(k.recompute),
                   k.sp * 1 + k.flash * 2 + k.tp_overlap * 4 + k.ep_overlap * 8})
       h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
 };
+
+// Equal short strings (rank orders, schedule names: a dozen characters), compared in place;
+// std::string's == calls memcmp, which shows in a search's profile.
+bool same_text(const std::string& a, const std::string& b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  const char* x = a.data();
+  const char* y = b.data();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t u, v;
+    std::memcpy(&u, x + i, 8);
+    std::memcpy(&v, y + i, 8);
+    if (u != v) return false;
+  }
+  for (; i < n; ++i)
+    if (x[i] != y[i]) return false;
+  return true;
+}
+
+// Whether the plan's layer key is `k`, without building a key (no string copy).
+bool same_layer_key(const LayerKey& k, const Plan& p) {
+  return k.tp == p.tp && k.cp == p.cp && k.mbs == p.mbs && k.ep == p.ep && k.etp == p.etp &&
+         k.sp == p.sp && k.flash == p.flash_attention && k.tp_overlap == p.tp_comm_overlap &&
+         k.ep_overlap == p.ep_comm_overlap && k.recompute == p.recompute &&
+         same_text(k.rank_order, p.rank_order);
+}
 
 LayerKey layer_key(const Plan& p) {
   return {p.tp,
@@ -237,6 +269,104 @@ LayerKey layer_key(const Plan& p) {
           p.ep_comm_overlap,
           p.recompute,
           p.rank_order};
+}
+
+}  // namespace
+
+namespace {
+
+// What every entry point computes first: the layer costs, the group placements, the layers of
+// each rank and each rank's time for one micro-batch (the pipeline schedule's input). Large
+// (three 1024-entry arrays): declared without initialization; only [0, pp) is written and read.
+struct StageTimes {
+  EstimatorCache::Impl* memo;
+  const LayerCostSet* costs;
+  const Placements* groups;
+  const RankLayers* layers;  // per rank
+  const ParamCounts* counts;
+  int pp, mb;
+  double t_p2p;
+  int busiest;
+  double busiest_t;
+  std::array<double, kCommDims> busiest_exposed;
+  double busiest_compute, busiest_recompute, busiest_overhead;
+  std::array<double, kMaxStages> f, b, wg;
+  // The ranks whose times the stage loop computed, ascending; every other rank is a middle rank
+  // with the layers and times of the one before it.
+  std::array<int, kMaxStages> distinct;
+  int n_distinct;
+  // Storage for calls without a cache (a LayerCostSet or RankLayers local would be cleared on
+  // every call, cached or not).
+  alignas(LayerCostSet) unsigned char costs_storage[sizeof(LayerCostSet)];
+  alignas(RankLayers) unsigned char layers_storage[kMaxStages * sizeof(RankLayers)];
+  Placements placed;
+  ParamCounts own_counts;
+};
+struct MemoryPeak {
+  StageMemory first, last, peak;
+  int peak_stage = 0;
+  double peak_bytes = -1;
+};
+
+// What the stage loop's results depend on (with the model, cluster and workload of the cache):
+// consecutive plans of a search that differ only in ZeRO stage, schedule or global batch share
+// them.
+struct StageKey {
+  const LayerCostSet* costs;
+  uint64_t placement;  // EstimatorCache::Impl::placement_gen
+  int pp, vpp;
+  bool uneven;
+  Recompute recompute;
+  bool operator==(const StageKey&) const = default;
+};
+
+// One pipeline rank's parameters and data-parallel collectives, which do not depend on the
+// recomputation, micro-batch, schedule or global batch: the reduction (time and bytes sent) for
+// ZeRO 0-2, the per-layer gather and reduce-scatter for ZeRO-3.
+struct DpStage {
+  ParamsOnRank prm;
+  double t_dp, vol;   // ZeRO 0-2 gradient reduction (and parameter gather); 0 with ZeRO-3
+  double t_ag, t_rs;  // ZeRO-3, per layer (when the data-parallel group has more than one rank)
+};
+
+// What DpStage depends on besides the ZeRO stage (with the model, cluster and workload of the
+// cache).
+struct DpKey {
+  uint64_t placement;  // EstimatorCache::Impl::placement_gen (the layout)
+  int pp, vpp;
+  bool uneven;
+  double grad_bytes;
+  bool operator==(const DpKey&) const = default;
+};
+
+// What the memory of a plan depends on, besides the layer costs (activations) and the schedule.
+struct MemoryKey {
+  const LayerCostSet* costs;
+  const IPipelineSchedule* schedule;
+  int tp, pp, cp, dp, ep, etp, vpp, zero, recompute_layers, mbs, mb;
+  Recompute recompute;
+  bool sp, uneven, main_grads_fp32;
+  bool operator==(const MemoryKey&) const = default;
+};
+
+MemoryKey memory_key(const LayerCostSet* costs, const IPipelineSchedule* s, const Plan& p, int mb) {
+  return {costs,
+          s,
+          p.tp,
+          p.pp,
+          p.cp,
+          p.dp,
+          p.ep,
+          p.etp,
+          p.vpp,
+          p.zero,
+          p.recompute_layers,
+          p.mbs,
+          mb,
+          p.recompute,
+          p.sp,
+          p.uneven_pp,
+          p.main_grads_fp32};
 }
 
 }  // namespace
@@ -258,22 +388,197 @@ struct CollectiveKeyHash {
   }
 };
 
+// Which layers every pipeline rank holds, for one (pp, vpp, uneven) split of the model.
+struct StageSplit {
+  int pp, vpp;
+  bool uneven;
+  std::vector<RankLayers> ranks;
+};
+
 struct EstimatorCache::Impl {
   const ModelSpec* model = nullptr;
   const Cluster* cluster = nullptr;
-  const Workload* work = nullptr;
+  // The workload fields layer costs depend on (not the global batch: a search over several
+  // global batches keeps its layer costs).
+  int64_t seq_len = -1;
+  Precision precision = Precision::kBf16;
   std::unordered_map<LayerKey, LayerCostSet, LayerKeyHash> layers;
   std::unordered_map<CollectiveKey, double, CollectiveKeyHash> collectives;
   ParamCounts counts;
+  // The last layer costs used (consecutive plans of a search mostly share them); elements of an
+  // unordered_map keep their address when it grows.
+  const LayerKey* last_key = nullptr;
+  const LayerCostSet* last_costs = nullptr;
+  // The last group placement (a search evaluates many plans of one layout in a row).
+  bool placed = false;
+  int place_tp = 0, place_pp = 0, place_cp = 0, place_dp = 0, place_ep = 0, place_etp = 0;
+  int place_order = -1;  // index in `orders`
+  Placements placements;
+  // Stage splits seen so far (a search meets a handful), the last one first.
+  std::vector<StageSplit> splits;
+  // The last schedule looked up by name.
+  std::string schedule_name;
+  const IPipelineSchedule* schedule = nullptr;
+  // Bumped whenever `placements` changes.
+  uint64_t placement_gen = 0;
+  // The plan fields the three lookups above depend on, as of the last prepare(): a plan with
+  // the same shape (the search's next ZeRO stage, schedule or global batch) skips them.
+  struct Shape {
+    int tp, pp, cp, dp, ep, etp, vpp, mbs;
+    Recompute recompute;
+    bool sp, flash, tp_overlap, ep_overlap, uneven;
+    bool operator==(const Shape&) const = default;
+  };
+  std::optional<Shape> shape;
+  std::string shape_order;
+  int shape_order_id = -1;
+  // The rank orders seen (plans of a search share one): groups_for() compares indices.
+  std::vector<std::string> orders;
+  int order_id(const std::string& order) {
+    for (size_t i = 0; i < orders.size(); ++i)
+      if (same_text(orders[i], order)) return static_cast<int>(i);
+    orders.push_back(order);
+    return static_cast<int>(orders.size() - 1);
+  }
+  const LayerCostSet* shape_costs = nullptr;
+  const RankLayers* shape_layers = nullptr;
+  // The last FLOP count (depends on the recomputation, the chunks and the global batch).
+  struct FlopsKey {
+    Recompute recompute;
+    int recompute_layers, pp, vpp;
+    int64_t global_batch;
+    FlopsConvention convention;
+    bool operator==(const FlopsKey&) const = default;
+  };
+  std::optional<FlopsKey> flops_for;
+  StepFlops flops;
+  // The last stage loop and the last memory computed, and what they were computed for.
+  std::unique_ptr<StageTimes> stages = std::make_unique<StageTimes>();
+  std::optional<StageKey> stage_key;
+  std::optional<MemoryKey> memory_for;
+  MemoryPeak memory;
+  // Parameters of ranks 0, 1 and the last for the last (tp, ep, etp, pp, vpp, uneven): what
+  // memory needs, for every ZeRO stage, recomputation, micro-batch and schedule.
+  std::optional<std::array<int, 6>> edge_params_for;
+  std::array<ParamsOnRank, 3> edge_params;
+  // Per-rank data-parallel facts for the last DpKey, per ZeRO stage, filled rank by rank as
+  // estimates ask (a search tries the ZeRO stages of a plan one after the other).
+  std::optional<DpKey> dp_for;
+  std::array<std::vector<DpStage>, 4> dp_stages;
+  std::array<std::vector<char>, 4> dp_known;
+
+  // Collective prices: a direct-mapped front (one compare on a hit) before the hash map.
+  struct Slot {
+    CollectiveKey key;
+    double t;
+    bool used = false;
+  };
+  static constexpr size_t kSlots = 512;
+  std::array<Slot, kSlots> front{};
+
+  void reset(const ModelSpec& m, const Cluster& c, const Workload& w) {
+    layers.clear();
+    collectives.clear();
+    counts = count_params(m);
+    model = &m;
+    cluster = &c;
+    seq_len = w.seq_len;
+    precision = w.precision;
+    last_key = nullptr;
+    last_costs = nullptr;
+    placed = false;
+    splits.clear();
+    schedule_name.clear();
+    schedule = nullptr;
+    ++placement_gen;
+    stage_key.reset();
+    memory_for.reset();
+    shape.reset();
+    flops_for.reset();
+    dp_for.reset();
+    edge_params_for.reset();
+    for (Slot& s : front) s.used = false;
+  }
 
   double collective(const HardwareProfile& hw, CollectiveOp op, double bytes,
                     const GroupPlacement& g) {
     const CollectiveKey key{op, bytes, g.size, g.ranks_per_node, g.nodes, g.node_gpus_busy};
+    uint64_t bits;
+    std::memcpy(&bits, &bytes, sizeof bits);
+    uint64_t h = bits + static_cast<uint64_t>(op) + (static_cast<uint64_t>(g.size) << 4) +
+                 (static_cast<uint64_t>(g.nodes) << 24) +
+                 (static_cast<uint64_t>(g.ranks_per_node) << 44) +
+                 (static_cast<uint64_t>(g.node_gpus_busy) << 54);
+    h = (h ^ (h >> 33)) * 0xFF51AFD7ED558CCDull;  // MurmurHash3's finalizer
+    h = (h ^ (h >> 33)) * 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 33;
+    Slot& slot = front[h % kSlots];
+    if (slot.used && slot.key == key) return slot.t;
+    double t;
     auto it = collectives.find(key);
-    if (it != collectives.end()) return it->second;
-    const double t = collective_cost(hw, op, bytes, g).time_s;
-    if (collectives.size() < 100000) collectives.emplace(key, t);
+    if (it != collectives.end()) {
+      t = it->second;
+    } else {
+      t = collective_cost(hw, op, bytes, g).time_s;
+      if (collectives.size() < 100000) collectives.emplace(key, t);
+    }
+    slot = {key, t, true};
     return t;
+  }
+
+  const LayerCostSet& layer_costs_for(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                      const Plan& p) {
+    if (last_key && same_layer_key(*last_key, p)) return *last_costs;
+    LayerKey key = layer_key(p);
+    auto it = layers.find(key);
+    if (it == layers.end()) it = layers.emplace(std::move(key), layer_costs(m, c, w, p)).first;
+    last_key = &it->first;
+    last_costs = &it->second;
+    return it->second;
+  }
+
+  // `order`: order_id(p.rank_order).
+  const Placements& groups_for(const Plan& p, const Cluster& c, int order) {
+    if (!placed || place_tp != p.tp || place_pp != p.pp || place_cp != p.cp || place_dp != p.dp ||
+        place_ep != p.ep || place_etp != p.etp || place_order != order) {
+      placements = place_groups(p, c.profile, c.num_gpus);
+      ++placement_gen;
+      placed = true;
+      place_tp = p.tp;
+      place_pp = p.pp;
+      place_cp = p.cp;
+      place_dp = p.dp;
+      place_ep = p.ep;
+      place_etp = p.etp;
+      place_order = order;
+    }
+    return placements;
+  }
+
+  const RankLayers* split_for(const ModelSpec& m, const Plan& p) {
+    for (size_t i = 0; i < splits.size(); ++i) {
+      const StageSplit& s = splits[i];
+      if (s.pp == p.pp && s.vpp == p.vpp && s.uneven == p.uneven_pp) {
+        if (i > 0) std::swap(splits[0], splits[i]);
+        return splits[0].ranks.data();
+      }
+    }
+    StageSplit s{p.pp, p.vpp, p.uneven_pp, {}};
+    s.ranks.reserve(static_cast<size_t>(p.pp));
+    for (int r = 0; r < p.pp; ++r) s.ranks.push_back(layers_on_rank(m, p, r));
+    splits.insert(splits.begin(), std::move(s));
+    if (splits.size() > 64) splits.pop_back();
+    return splits[0].ranks.data();
+  }
+
+  const IPipelineSchedule* schedule_for(const std::string& name) {
+    if (schedule && same_text(name, schedule_name)) return schedule;
+    const IPipelineSchedule* s = find_schedule(name);
+    if (s) {
+      schedule_name = name;
+      schedule = s;
+    }
+    return s;
   }
 };
 
@@ -286,67 +591,105 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   return estimate(m, c, w, p, opt, nullptr);
 }
 
-Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                  const EstimatorOptions& opt, EstimatorCache* cache, PipelineDetail* detail) {
-  const HardwareProfile& hw = c.profile;
-  Estimate e;
-  LayerCostSet computed;
-  const LayerCostSet* costs = &computed;
-  if (cache) {
-    EstimatorCache::Impl& ci = *cache->impl_;
-    if (ci.model != &m || ci.cluster != &c || ci.work != &w) {
-      ci.layers.clear();
-      ci.collectives.clear();
-      ci.counts = count_params(m);
-      ci.model = &m;
-      ci.cluster = &c;
-      ci.work = &w;
-    }
-    LayerKey key = layer_key(p);
-    auto it = ci.layers.find(key);
-    if (it == ci.layers.end())
-      it = ci.layers.emplace(std::move(key), layer_costs(m, c, w, p)).first;
-    costs = &it->second;
-  } else {
-    computed = layer_costs(m, c, w, p);
-  }
-  const LayerCost& dense = costs->dense;
-  const LayerCost& moe = costs->moe;
-  const LayerCost& emb = costs->emb;
-  const LayerCost& head = costs->head;
-  struct {
-    Placements groups;
-    double pp_message_bytes;
-  } prog{place_groups(p, hw, c.num_gpus), costs->pp_message_bytes};
-  EstimatorCache::Impl* memo_impl = cache ? cache->impl_.get() : nullptr;
-  struct Priced {
-    double time_s;
-  };
-  auto price = [&](CollectiveOp op, double bytes, const GroupPlacement& g) {
-    return Priced{memo_impl ? memo_impl->collective(hw, op, bytes, g)
-                            : collective_cost(hw, op, bytes, g).time_s};
-  };
+namespace {
 
-  const int pp = std::min(p.pp, kMaxStages);
-  const int mb = std::max(1, p.num_microbatches());
-  e.microbatches = mb;
+static_assert(std::is_trivially_destructible_v<LayerCostSet>);
+
+double price_collective(const StageTimes& st, const HardwareProfile& hw, CollectiveOp op,
+                        double bytes, const GroupPlacement& g) {
+  return st.memo ? st.memo->collective(hw, op, bytes, g) : collective_cost(hw, op, bytes, g).time_s;
+}
+
+// Layer costs, placements and the split of the layers over the ranks, from the cache into its
+// own StageTimes when there is one (a later call may reuse its stage loop), else computed into
+// `local` (raw storage for a StageTimes); `placement`: whether the groups are needed (not for
+// memory alone).
+StageTimes& prepare(void* local, const ModelSpec& m, const Cluster& c, const Workload& w,
+                    const Plan& p, EstimatorCache::Impl* ci, bool placement) {
+  if (ci) {
+    if (ci->model != &m || ci->cluster != &c || ci->seq_len != w.seq_len ||
+        ci->precision != w.precision)
+      ci->reset(m, c, w);
+    StageTimes& st = *ci->stages;
+    st.memo = ci;
+    const EstimatorCache::Impl::Shape shape{p.tp,
+                                            p.pp,
+                                            p.cp,
+                                            p.dp,
+                                            p.ep,
+                                            p.etp,
+                                            p.vpp,
+                                            p.mbs,
+                                            p.recompute,
+                                            p.sp,
+                                            p.flash_attention,
+                                            p.tp_comm_overlap,
+                                            p.ep_comm_overlap,
+                                            p.uneven_pp};
+    if (!(ci->shape == shape && same_text(ci->shape_order, p.rank_order))) {
+      ci->shape.reset();  // until the lookups below are done
+      ci->shape_costs = &ci->layer_costs_for(m, c, w, p);
+      ci->shape_layers = ci->split_for(m, p);
+      ci->shape = shape;
+      ci->shape_order = p.rank_order;
+      ci->shape_order_id = ci->order_id(p.rank_order);
+    }
+    st.costs = ci->shape_costs;
+    st.layers = ci->shape_layers;
+    // groups_for() compares the layout itself: cheap when it is the last one.
+    st.groups = placement ? &ci->groups_for(p, c, ci->shape_order_id) : nullptr;
+    st.counts = &ci->counts;
+    st.pp = std::min(p.pp, kMaxStages);
+    st.mb = std::max(1, p.num_microbatches());
+    return st;
+  }
+  StageTimes& st = *new (local) StageTimes;
+  st.memo = nullptr;
+  st.costs = new (st.costs_storage) LayerCostSet(layer_costs(m, c, w, p));
+  if (placement) {
+    st.placed = place_groups(p, c.profile, c.num_gpus);
+    st.groups = &st.placed;
+  } else {
+    st.groups = nullptr;
+  }
+  RankLayers* fresh = reinterpret_cast<RankLayers*>(st.layers_storage);
+  for (int i = 0; i < std::min(p.pp, kMaxStages); ++i)
+    new (&fresh[i]) RankLayers(layers_on_rank(m, p, i));
+  st.layers = fresh;
+  st.own_counts = count_params(m);
+  st.counts = &st.own_counts;
+  st.pp = std::min(p.pp, kMaxStages);
+  st.mb = std::max(1, p.num_microbatches());
+  return st;
+}
+
+// Each rank's forward, backward and weight-gradient time for one micro-batch (all its chunks,
+// with its pipeline sends), and the busiest rank's breakdown.
+// With `detail`, also each rank's exposed TP/CP/EP time (for the simulator's trace).
+void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
+                PipelineDetail* detail = nullptr) {
+  const LayerCost& dense = st.costs->dense;
+  const LayerCost& moe = st.costs->moe;
+  const LayerCost& emb = st.costs->emb;
+  const LayerCost& head = st.costs->head;
+  const int pp = st.pp;
   // Pipeline point-to-point: one activation (forward) and one gradient (backward) per
   // micro-batch per chunk boundary; blocking in Megatron's schedules, so exposed.
-  const double t_p2p =
-      pp > 1 ? price(CollectiveOp::kSendRecv, prog.pp_message_bytes, prog.groups.pp).time_s : 0;
-
-  // Per-stage arrays: only [0, pp) is written and read (no need to clear 1024 entries).
-  std::array<double, kMaxStages> f, b, wg;
-  // RankLayers has member initializers: keep raw storage so 1024 entries are not zeroed.
-  alignas(RankLayers) unsigned char stage_layers_storage[kMaxStages * sizeof(RankLayers)];
-  RankLayers* stage_layers = reinterpret_cast<RankLayers*>(stage_layers_storage);
-  const ParamCounts counts = memo_impl ? memo_impl->counts : count_params(m);
+  const double t_p2p = pp > 1 ? price_collective(st, hw, CollectiveOp::kSendRecv,
+                                                 st.costs->pp_message_bytes, st.groups->pp)
+                              : 0;
+  st.t_p2p = t_p2p;
+  const RankLayers* stage_layers = st.layers;
+  std::array<double, kMaxStages>& f = st.f;
+  std::array<double, kMaxStages>& b = st.b;
+  std::array<double, kMaxStages>& wg = st.wg;
   int busiest = 0;
   double busiest_t = -1;
   std::array<double, kCommDims> busiest_exposed{};
   double busiest_compute = 0, busiest_recompute = 0, busiest_overhead = 0;
+  st.n_distinct = 0;
   for (int i = 0; i < pp; ++i) {
-    const RankLayers l = *new (&stage_layers[i]) RankLayers(layers_on_rank(m, p, i));
+    const RankLayers l = stage_layers[i];
     // Middle stages with the same layers as the previous middle stage take the same time.
     if (i >= 2 && i < pp - 1 && l == stage_layers[static_cast<size_t>(i - 1)]) {
       if (detail) {
@@ -359,6 +702,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
       wg[static_cast<size_t>(i)] = wg[static_cast<size_t>(i - 1)];
       continue;
     }
+    st.distinct[static_cast<size_t>(st.n_distinct++)] = i;
     f[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] = wg[static_cast<size_t>(i)] = 0;
     auto add = [&](const LayerCost& lc, double n, std::array<double, kCommDims>& exp, double& comp,
                    double& rec, double& ovh) {
@@ -396,6 +740,133 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
       busiest_overhead = ovh;
     }
   }
+  st.busiest = busiest;
+  st.busiest_t = busiest_t;
+  st.busiest_exposed = busiest_exposed;
+  st.busiest_compute = busiest_compute;
+  st.busiest_recompute = busiest_recompute;
+  st.busiest_overhead = busiest_overhead;
+}
+
+// The stage loop, unless the cache's StageTimes already holds it for this plan's inputs.
+void run_stages(StageTimes& st, const HardwareProfile& hw, const Plan& p, PipelineDetail* detail) {
+  if (!st.memo || detail) {
+    stage_loop(st, hw, p, detail);
+    if (st.memo) st.memo->stage_key = {};  // st now holds what the key would not describe
+    return;
+  }
+  const StageKey key{st.costs, st.memo->placement_gen, st.pp, p.vpp, p.uneven_pp, p.recompute};
+  if (st.memo->stage_key == key) return;
+  stage_loop(st, hw, p);
+  st.memo->stage_key = key;
+}
+
+// The schedule that times the pipeline (1F1B without pipeline parallelism or for an unknown
+// name), and the memory it implies.
+const IPipelineSchedule* schedule_of(const StageTimes& st, const Plan& p) {
+  const IPipelineSchedule* sched =
+      st.memo ? st.memo->schedule_for(p.schedule) : find_schedule(p.schedule);
+  if (!sched || st.pp == 1) {
+    static const IPipelineSchedule* const one_f_one_b = find_schedule("1f1b");
+    sched = one_f_one_b;
+  }
+  return sched;
+}
+
+PipelineTime pipeline_time(const StageTimes& st, const IPipelineSchedule* sched, const Plan& p) {
+  PipelineInput in{st.pp, p.vpp, st.mb, st.f.data(), st.b.data(), st.wg.data()};
+  return sched ? sched->time(in) : PipelineTime{st.mb * st.busiest_t, 0};
+}
+
+// Memory: first, last and the most loaded stage.
+void memory_peak(MemoryPeak& out, const StageTimes& st, const ModelSpec& m, const Workload& w,
+                 const Plan& p, const IPipelineSchedule* msched) {
+  const int pp = st.pp;
+  // Middle stages are alike; evaluate the first, stage 1 (most in flight after 0), the last.
+  const int ranks[3] = {0, 1, pp - 1};
+  const int visited = std::min(pp, 3);  // pp 1: rank 0; pp 2: ranks 0 and 1
+  // Their parameters do not depend on ZeRO, recomputation, micro-batch or schedule: kept.
+  const ParamsOnRank* params = nullptr;
+  if (EstimatorCache::Impl* ci = st.memo) {
+    const std::array<int, 6> key{p.tp, p.ep, p.etp, p.pp, p.vpp, p.uneven_pp ? 1 : 0};
+    if (ci->edge_params_for != key) {
+      for (int k = 0; k < visited; ++k)
+        ci->edge_params[static_cast<size_t>(k)] =
+            params_on_rank(m, *st.counts, p, ranks[k], st.layers[static_cast<size_t>(ranks[k])]);
+      ci->edge_params_for = key;
+    }
+    params = ci->edge_params.data();
+  }
+  for (int k = 0; k < visited; ++k) {
+    const int i = ranks[k];
+    StageMemory s = stage_memory(m, w, p, *msched, i, *st.counts, st.costs->activations,
+                                 st.layers[static_cast<size_t>(i)], params ? &params[k] : nullptr);
+    if (i == 0) out.first = s;
+    if (i == pp - 1) out.last = s;
+    if (s.total_bytes() > out.peak_bytes) {
+      out.peak_bytes = s.total_bytes();
+      out.peak = s;
+      out.peak_stage = i;
+    }
+  }
+}
+
+// The plan's memory, from the cache when its last memory was for the same inputs (a search
+// asks for a plan's memory, then for its estimate).
+const MemoryPeak& memory_of(StageTimes& st, void* local, const ModelSpec& m, const Workload& w,
+                            const Plan& p, const IPipelineSchedule* sched) {
+  if (!st.memo) {
+    MemoryPeak& out = *new (local) MemoryPeak;
+    memory_peak(out, st, m, w, p, sched);
+    return out;
+  }
+  const MemoryKey key = memory_key(st.costs, sched, p, st.mb);
+  if (st.memo->memory_for != key) {
+    st.memo->memory = MemoryPeak{};
+    memory_peak(st.memo->memory, st, m, w, p, sched);
+    st.memo->memory_for = key;
+  }
+  return st.memo->memory;
+}
+
+static_assert(std::is_trivially_destructible_v<StageTimes>);
+static_assert(std::is_trivially_destructible_v<MemoryPeak>);
+
+}  // namespace
+
+Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                  const EstimatorOptions& opt, EstimatorCache* cache, PipelineDetail* detail) {
+  const HardwareProfile& hw = c.profile;
+  Estimate e;
+  alignas(StageTimes) unsigned char local[sizeof(StageTimes)];  // used without a cache only
+  StageTimes& st = prepare(local, m, c, w, p, cache ? cache->impl_.get() : nullptr, true);
+  run_stages(st, hw, p, detail);
+  const LayerCost& dense = st.costs->dense;
+  const LayerCost& moe = st.costs->moe;
+  struct {
+    const Placements& groups;
+    double pp_message_bytes;
+  } prog{*st.groups, st.costs->pp_message_bytes};
+  const int pp = st.pp;
+  const int mb = st.mb;
+  e.microbatches = mb;
+  const double t_p2p = st.t_p2p;
+  const std::array<double, kMaxStages>& f = st.f;
+  const std::array<double, kMaxStages>& b = st.b;
+  const std::array<double, kMaxStages>& wg = st.wg;
+  const RankLayers* stage_layers = st.layers;
+  const ParamCounts& counts = *st.counts;
+  const int busiest = st.busiest;
+  const double busiest_t = st.busiest_t;
+  const std::array<double, kCommDims>& busiest_exposed = st.busiest_exposed;
+  const double busiest_compute = st.busiest_compute, busiest_recompute = st.busiest_recompute,
+               busiest_overhead = st.busiest_overhead;
+  struct Priced {
+    double time_s;
+  };
+  auto price = [&](CollectiveOp op, double bytes, const GroupPlacement& g) {
+    return Priced{price_collective(st, hw, op, bytes, g)};
+  };
 
   if (detail) {
     const double hops = pp > 1 ? p.vpp : 0;
@@ -409,10 +880,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     detail->p2p_s = t_p2p;
     detail->p2p_bytes = prog.pp_message_bytes;
   }
-  const IPipelineSchedule* sched = find_schedule(p.schedule);
-  if (!sched || pp == 1) sched = find_schedule("1f1b");
-  PipelineInput in{pp, p.vpp, mb, f.data(), b.data(), wg.data()};
-  const PipelineTime pipe = sched ? sched->time(in) : PipelineTime{mb * busiest_t, 0};
+  const IPipelineSchedule* sched = schedule_of(st, p);
+  const PipelineTime pipe = pipeline_time(st, sched, p);
   if (detail) detail->pipeline_s = pipe.total_s;
 
   // Data-parallel gradient reduction and parameter gather, per rank, after the last backward.
@@ -420,6 +889,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   // accumulate_allreduce_grads_in_fp32 for bf16); fp16 runs reduce 16-bit gradients.
   const double grad_bytes = p.main_grads_fp32 && w.precision != Precision::kFp16 ? 4.0 : 2.0;
   double exposed_dp = 0, dp_time_total = 0, dp_volume = 0;
+  if (detail) detail->dp_s.assign(p.zero == 3 ? 0 : static_cast<size_t>(pp), -1.0);
   // Middle pipeline stages hold the same parameters: remember recent collective costs.
   struct CostMemo {
     CollectiveOp op;
@@ -427,7 +897,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     const GroupPlacement* group;
     double t;
   };
-  std::array<CostMemo, 8> memo{};
+  std::array<CostMemo, 8> memo;  // only [0, memo_size) is read
   int memo_next = 0, memo_size = 0;
   auto cached_cost = [&](CollectiveOp op, double bytes, const GroupPlacement& g) {
     for (int k = 0; k < memo_size; ++k)
@@ -438,20 +908,10 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     memo_size = std::min(memo_size + 1, 8);
     return t;
   };
-  if (detail) detail->dp_s.assign(p.zero == 3 ? 0 : static_cast<size_t>(pp), 0.0);
-  double prev_t_dp = 0;
-  for (int i = 0; i < pp; ++i) {
-    // A middle stage like the previous one has the same reduction, started later (more slack):
-    // it cannot expose more than the previous one.
-    if (i >= 2 && i < pp - 1 &&
-        stage_layers[static_cast<size_t>(i)] == stage_layers[static_cast<size_t>(i - 1)] &&
-        b[static_cast<size_t>(i)] + wg[static_cast<size_t>(i)] ==
-            b[static_cast<size_t>(i - 1)] + wg[static_cast<size_t>(i - 1)] &&
-        i != busiest) {
-      if (detail && p.zero != 3) detail->dp_s[static_cast<size_t>(i)] = prev_t_dp;
-      continue;
-    }
-    const ParamsOnRank prm = params_on_rank(m, counts, p, i, stage_layers[static_cast<size_t>(i)]);
+  // One rank's DpStage: from the cache when it holds the layout's, else computed (and kept).
+  auto compute_dp_stage = [&](int i) {
+    DpStage ds;
+    ds.prm = params_on_rank(m, counts, p, i, stage_layers[static_cast<size_t>(i)]);
     double t_dp = 0, vol = 0;
     auto reduce = [&](double params, const GroupPlacement& g) {
       if (g.size <= 1 || params <= 0 || p.zero == 3) return;
@@ -468,8 +928,60 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
         }
       }
     };
-    reduce(prm.dense, prog.groups.dp);
-    reduce(prm.expert, prog.groups.edp);
+    reduce(ds.prm.dense, prog.groups.dp);
+    reduce(ds.prm.expert, prog.groups.edp);
+    ds.t_dp = t_dp;
+    ds.vol = vol;
+    ds.t_ag = ds.t_rs = 0;
+    if (p.zero == 3 && prog.groups.dp.size > 1) {
+      const GroupPlacement& g = prog.groups.dp;
+      const RankLayers& l = stage_layers[static_cast<size_t>(i)];
+      const double layers = std::max(1, l.total());
+      const double layer_params = ds.prm.total() / layers;
+      const int tensors = param_tensors_per_layer(m);
+      auto per_layer = [&](CollectiveOp op, double bytes_per_param) {
+        return tensors * cached_cost(op, layer_params / tensors * bytes_per_param, g);
+      };
+      ds.t_ag = per_layer(CollectiveOp::kAllGather, 2.0);
+      ds.t_rs = per_layer(CollectiveOp::kReduceScatter, grad_bytes);
+    }
+    return ds;
+  };
+  DpStage own_dp;  // without a cache
+  auto dp_stage = [&](int i) -> const DpStage& {
+    EstimatorCache::Impl* ci = st.memo;
+    if (!ci || p.zero < 0 || p.zero > 3) return own_dp = compute_dp_stage(i);
+    const DpKey key{ci->placement_gen, pp, p.vpp, p.uneven_pp, grad_bytes};
+    if (ci->dp_for != key) {
+      ci->dp_for = key;
+      for (int z = 0; z < 4; ++z) {
+        ci->dp_stages[static_cast<size_t>(z)].resize(static_cast<size_t>(pp));
+        ci->dp_known[static_cast<size_t>(z)].assign(static_cast<size_t>(pp), 0);
+      }
+    }
+    std::vector<DpStage>& stages = ci->dp_stages[static_cast<size_t>(p.zero)];
+    std::vector<char>& known = ci->dp_known[static_cast<size_t>(p.zero)];
+    if (!known[static_cast<size_t>(i)]) {
+      stages[static_cast<size_t>(i)] = compute_dp_stage(i);
+      known[static_cast<size_t>(i)] = 1;
+    }
+    return stages[static_cast<size_t>(i)];
+  };
+  // A middle stage like the previous one has the same reduction, started later (more slack):
+  // it cannot expose more than the previous one. Those are the ranks the stage loop copied
+  // (never the busiest: it is the first rank with the longest time), so only the distinct ranks
+  // are visited, in the same order.
+  for (int k = 0; k < st.n_distinct; ++k) {
+    const int i = st.distinct[static_cast<size_t>(k)];
+    if (i >= 2 && i < pp - 1 &&
+        stage_layers[static_cast<size_t>(i)] == stage_layers[static_cast<size_t>(i - 1)] &&
+        b[static_cast<size_t>(i)] + wg[static_cast<size_t>(i)] ==
+            b[static_cast<size_t>(i - 1)] + wg[static_cast<size_t>(i - 1)] &&
+        i != busiest)
+      continue;
+    const DpStage& ds = dp_stage(i);
+    const ParamsOnRank& prm = ds.prm;
+    double t_dp = ds.t_dp, vol = ds.vol;
     // ZeRO-3 / FSDP: every parameter tensor of a layer is all-gathered before its forward, again
     // before a recomputed forward and before its backward, and its gradient reduce-scattered
     // after the backward, for every micro-batch (DeepSpeed stage 3 reduces each micro-step).
@@ -481,12 +993,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
       const RankLayers& l = stage_layers[static_cast<size_t>(i)];
       const double layers = std::max(1, l.total());
       const double layer_params = prm.total() / layers;
-      const int tensors = param_tensors_per_layer(m);
-      auto per_layer = [&](CollectiveOp op, double bytes_per_param) {
-        return tensors * cached_cost(op, layer_params / tensors * bytes_per_param, g);
-      };
-      const double t_ag = per_layer(CollectiveOp::kAllGather, 2.0);
-      const double t_rs = per_layer(CollectiveOp::kReduceScatter, grad_bytes);
+      const double t_ag = ds.t_ag;
+      const double t_rs = ds.t_rs;
       const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;
       const double per_layer_f = f[i] / layers;
       const double per_layer_b = (b[i] + wg[i]) / layers;
@@ -509,13 +1017,17 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
       exposed_i = t_dp;
     }
     exposed_i = std::max(0.0, exposed_i - slack);
-    prev_t_dp = t_dp;
     if (detail && p.zero != 3) detail->dp_s[static_cast<size_t>(i)] = t_dp;
     exposed_dp = std::max(exposed_dp, exposed_i);
     dp_time_total = std::max(dp_time_total, t_dp);
     if (i == busiest) dp_volume = vol;
   }
-  if (detail) detail->dp_exposed_s = exposed_dp;
+  if (detail) {
+    // Ranks the loop skipped hold the same parameters as the rank before them.
+    for (size_t i = 1; i < detail->dp_s.size(); ++i)
+      if (detail->dp_s[i] < 0) detail->dp_s[i] = detail->dp_s[i - 1];
+    detail->dp_exposed_s = exposed_dp;
+  }
   // Tied embeddings across pipeline stages: the first and last stage all-reduce the
   // embedding gradient every step (Megatron _allreduce_embedding_grads).
   if (pp > 1 && m.tied_embeddings) {
@@ -532,8 +1044,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
 
   // Optimizer: Adam is memory-bound: read fp32 grad (4), read+write master, m, v (24), write
   // 16-bit weights (2), plus the gradient-norm pass (4) = 34 bytes per local parameter.
-  const ParamsOnRank prm0 =
-      params_on_rank(m, counts, p, busiest, stage_layers[static_cast<size_t>(busiest)]);
+  const ParamsOnRank prm0 = dp_stage(busiest).prm;
   const double opt_params =
       p.zero >= 1 ? prm0.dense / std::max(1, p.dp * p.cp) + prm0.expert / std::max(1, p.edp())
                   : prm0.total();
@@ -578,7 +1089,18 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   }
 
   // Throughput and FLOP utilization.
-  const StepFlops fl = step_flops(m, counts, w, p, opt.flops);
+  StepFlops fl;
+  if (EstimatorCache::Impl* ci = st.memo) {
+    const EstimatorCache::Impl::FlopsKey key{p.recompute, p.recompute_layers, p.pp,
+                                             p.vpp,       w.global_batch,     opt.flops};
+    if (ci->flops_for != key) {
+      ci->flops = step_flops(m, counts, w, p, opt.flops);
+      ci->flops_for = key;
+    }
+    fl = ci->flops;
+  } else {
+    fl = step_flops(m, counts, w, p, opt.flops);
+  }
   const double n = c.num_gpus;
   const double peak = hw.gpu.peak_flops(w.precision);
   const double tokens = static_cast<double>(w.global_batch) * w.seq_len;
@@ -594,25 +1116,35 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   e.bubble_fraction = e.bubble_s / e.step_time_s;
   e.comm_share = e.exposed_comm_total_s() / e.step_time_s;
 
-  // Memory: first, last and the most loaded stage.
-  const IPipelineSchedule* msched = sched;
   e.memory_capacity_bytes = hw.gpu.memory_gib * units::kGiB;
-  double peak_bytes = -1;
-  for (int i = 0; i < pp; ++i) {
-    // Middle stages are alike; evaluate the first, the last, and stage 1 (most in flight after 0).
-    if (i > 1 && i < pp - 1) continue;
-    StageMemory s = stage_memory(m, w, p, *msched, i, counts, costs->activations,
-                                 stage_layers[static_cast<size_t>(i)]);
-    if (i == 0) e.memory_first = s;
-    if (i == pp - 1) e.memory_last = s;
-    if (s.total_bytes() > peak_bytes) {
-      peak_bytes = s.total_bytes();
-      e.memory_peak = s;
-      e.peak_stage = i;
-    }
-  }
-  e.fits = peak_bytes <= e.memory_capacity_bytes;
+  alignas(MemoryPeak) unsigned char mem_local[sizeof(MemoryPeak)];
+  const MemoryPeak& mem = memory_of(st, mem_local, m, w, p, sched);
+  e.memory_first = mem.first;
+  e.memory_last = mem.last;
+  e.memory_peak = mem.peak;
+  e.peak_stage = mem.peak_stage;
+  e.fits = mem.peak_bytes <= e.memory_capacity_bytes;
   return e;
+}
+
+double peak_memory_bytes(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                         EstimatorCache* cache) {
+  alignas(StageTimes) unsigned char local[sizeof(StageTimes)];  // used without a cache only
+  StageTimes& st = prepare(local, m, c, w, p, cache ? cache->impl_.get() : nullptr, false);
+  alignas(MemoryPeak) unsigned char mem_local[sizeof(MemoryPeak)];
+  return memory_of(st, mem_local, m, w, p, schedule_of(st, p)).peak.total_bytes();
+}
+
+double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                       EstimatorCache* cache) {
+  // step = pipeline + exposed DP communication (>= 0) + optimizer (memory time >= 0 plus the
+  // fixed host floor below); the pipeline time does not depend on the ZeRO stage. The sums are
+  // the estimate's own, in its order, and rounding is monotone, so the floor never exceeds it.
+  alignas(StageTimes) unsigned char local[sizeof(StageTimes)];  // used without a cache only
+  StageTimes& st = prepare(local, m, c, w, p, cache ? cache->impl_.get() : nullptr, true);
+  run_stages(st, c.profile, p, nullptr);
+  const PipelineTime pipe = pipeline_time(st, schedule_of(st, p), p);
+  return pipe.total_s + 20 * c.profile.efficiency.host_dispatch_us * 1e-6;
 }
 
 std::vector<StageMemory> all_stage_memory(const ModelSpec& m, const Workload& w, const Plan& p) {

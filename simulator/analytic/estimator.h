@@ -42,8 +42,11 @@ struct PipelineDetail {
 
 // Per-layer op costs keyed by the plan fields they depend on (tp, cp, sp, micro-batch,
 // recomputation, experts, overlaps), so that a search pays for them once per key instead of once
-// per plan (ARCHITECTURE.md principle 5). One cache serves one (model, cluster, workload) triple:
-// it empties itself when called with others. Not thread-safe: one per thread.
+// per plan (ARCHITECTURE.md principle 5); also collective prices, group placements, layer splits,
+// and the last stage times, memory and FLOP count (a search asks for a plan's memory, its floor
+// and its estimate in a row, and its next plans differ in one field). One cache serves one model,
+// cluster, sequence length and precision: it empties itself when called with others (the global
+// batch may differ from call to call). Not thread-safe: one per thread.
 class EstimatorCache {
  public:
   EstimatorCache();
@@ -56,6 +59,10 @@ class EstimatorCache {
  private:
   friend Estimate estimate(const ModelSpec&, const Cluster&, const Workload&, const Plan&,
                            const EstimatorOptions&, EstimatorCache*, PipelineDetail*);
+  friend double peak_memory_bytes(const ModelSpec&, const Cluster&, const Workload&, const Plan&,
+                                  EstimatorCache*);
+  friend double step_time_floor(const ModelSpec&, const Cluster&, const Workload&, const Plan&,
+                                EstimatorCache*);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -63,6 +70,16 @@ class EstimatorCache {
 Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                   const EstimatorOptions& opt, EstimatorCache* cache,
                   PipelineDetail* detail = nullptr);
+
+// What a search prunes with, at a fraction of an estimate's cost (same cache, same contract):
+// Exactly estimate(m, c, w, p).memory_peak.total_bytes().
+double peak_memory_bytes(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                         EstimatorCache* cache = nullptr);
+// A floor under estimate(m, c, w, q).step_time_s for every plan q that differs from p only in its
+// ZeRO stage: p's pipeline time (compute, exposed TP/CP/EP/PP communication, host-dispatch
+// floors, bubble) plus the optimizer step's fixed host time; ZeRO changes neither.
+double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                       EstimatorCache* cache = nullptr);
 
 // Memory of every pipeline rank (for reports and --json); allocates.
 std::vector<StageMemory> all_stage_memory(const ModelSpec& m, const Workload& w, const Plan& p);

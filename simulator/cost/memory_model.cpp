@@ -100,10 +100,11 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
 
 StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
                          const IPipelineSchedule& schedule, int rank, const ParamCounts& counts,
-                         const ActivationInputs& act, const RankLayers& l) {
+                         const ActivationInputs& act, const RankLayers& l,
+                         const ParamsOnRank* params) {
   StageMemory s;
   s.layers = l.total();
-  const ParamsOnRank prm = params_on_rank(m, counts, p, rank, l);
+  const ParamsOnRank prm = params ? *params : params_on_rank(m, counts, p, rank, l);
   const double d = std::max(1, p.dp * p.cp);
   const double de = std::max(1, p.edp());
   auto shard = [&](double bytes_per_param, int min_stage) {

@@ -50,9 +50,11 @@ struct ActivationInputs {
 };
 ActivationInputs activation_inputs(const ModelSpec& m, const Workload& w, const Plan& p);
 
-// The same with everything that does not depend on the rank precomputed (estimator fast path).
+// The same with everything that does not depend on the rank precomputed (estimator fast path);
+// `params`, when given, is params_on_rank(m, counts, p, rank, layers).
 StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
                          const IPipelineSchedule& schedule, int rank, const ParamCounts& counts,
-                         const ActivationInputs& act, const RankLayers& layers);
+                         const ActivationInputs& act, const RankLayers& layers,
+                         const ParamsOnRank* params = nullptr);
 
 }  // namespace dtplan

@@ -2,7 +2,12 @@
 // an independent brute force over the same space.
 #include "planner/search.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <limits>
+#include <set>
+#include <tuple>
 
 #include "core/catalog.h"
 #include "simulator/analytic/estimator.h"
@@ -85,50 +90,238 @@ TEST(Search, PinsAndFrameworkRefusals) {
   EXPECT_GT(r.rejected[static_cast<size_t>(Rejection::kFramework)], 0);
 }
 
-// Independent brute force: every plan of the same space, evaluated directly.
+// An independent brute force over the search's space as its contract states it (search.h,
+// docs): every tp x pp x cp x dp of the GPUs (ep from the divisors of dp x cp x tp, etp 1 or tp
+// for MoE); vpp 1-8 dividing the layers per stage (1 without PP); every registered schedule that
+// runs vpp chunks (1F1B alone without PP); uneven stages without interleaving where the layers do
+// not divide; SP with TP; ZeRO 0-3 (0 alone without dp x cp > 1); no, selective and full
+// recomputation, full also of 1/4, 1/2 and 3/4 of each chunk's layers (4 or more); micro-batches
+// 1-16 in powers of two dividing the batch per replica; every global batch. Each plan is checked
+// with the validators, evaluated on its own (no cache) and kept when it fits; the top K are
+// ordered by objective, then by the plan order search.h states; the Pareto front is the set no
+// other fitting plan dominates.
+struct Ranked {
+  std::vector<std::string> top;  // describe(), best first
+  std::vector<double> objective;
+  std::vector<std::string> pareto;  // by time
+};
+
+auto order_key(const Plan& p) {
+  return std::make_tuple(p.tp, p.pp, p.cp, p.dp, p.ep, p.etp, p.vpp, p.sp, p.zero,
+                         static_cast<int>(p.recompute), p.recompute_layers, p.mbs, p.gbs,
+                         p.schedule, p.uneven_pp);
+}
+
+Ranked brute_force(const ModelSpec& m, const Cluster& c, const Workload& w,
+                   const std::vector<int64_t>& batches, const SearchOptions& opt) {
+  const int n = c.num_gpus;
+  const double budget = c.profile.gpu.memory_gib * units::kGiB * (1 - opt.memory_margin);
+  const bool per_token = batches.size() > 1;
+  struct Fit {
+    Plan plan;
+    double objective, t, mem;
+  };
+  std::vector<Fit> fits;
+  auto divisors = [](int x) {
+    std::vector<int> d;
+    for (int i = 1; i <= x; ++i)
+      if (x % i == 0) d.push_back(i);
+    return d;
+  };
+  for (int tp : divisors(n))
+    for (int pp : divisors(n / tp))
+      for (int cp : divisors(n / (tp * pp))) {
+        const int dp = n / (tp * pp * cp);
+        std::vector<std::pair<int, int>> experts = {{1, 1}};
+        if (m.moe) {
+          experts.clear();
+          for (int ep : divisors(dp * cp * tp))
+            for (int etp : {1, tp})
+              if (std::find(experts.begin(), experts.end(), std::make_pair(ep, etp)) ==
+                  experts.end())
+                experts.emplace_back(ep, etp);
+        }
+        for (auto [ep, etp] : experts)
+          for (int vpp = 1; vpp <= 8; ++vpp) {
+            if (vpp > 1 && (pp == 1 || m.layers % (pp * vpp) != 0)) continue;
+            const std::vector<std::string> schedules =
+                pp == 1 ? std::vector<std::string>{"1f1b"} : schedule_names();
+            for (const std::string& sched : schedules)
+              for (int zero = 0; zero <= 3; ++zero) {
+                if (zero > 0 && dp * cp == 1) continue;
+                const int chunk = std::max(1, m.layers / (pp * vpp));
+                std::vector<std::pair<Recompute, int>> rcs = {
+                    {Recompute::kNone, 0}, {Recompute::kSelective, 0}, {Recompute::kFull, 0}};
+                if (chunk >= 4)
+                  for (int part : {chunk / 4, chunk / 2, 3 * chunk / 4})
+                    if (part > 0 && part < chunk) rcs.emplace_back(Recompute::kFull, part);
+                for (auto [rc, rc_layers] : rcs)
+                  for (int64_t gbs : batches)
+                    for (int mbs : {1, 2, 4, 8, 16}) {
+                      if (gbs % dp != 0 || (gbs / dp) % mbs != 0) continue;
+                      Plan p;
+                      p.tp = tp;
+                      p.pp = pp;
+                      p.cp = cp;
+                      p.dp = dp;
+                      p.ep = ep;
+                      p.etp = etp;
+                      p.vpp = vpp;
+                      p.sp = tp > 1;
+                      p.zero = zero;
+                      p.recompute = rc;
+                      p.recompute_layers = rc_layers;
+                      p.mbs = mbs;
+                      p.gbs = gbs;
+                      p.schedule = sched;
+                      p.uneven_pp = pp > 2 && m.layers % pp != 0 && vpp == 1;
+                      Workload wg = w;
+                      wg.global_batch = gbs;
+                      if (tp > c.profile.node.nvlink_domain_gpus) continue;
+                      if (framework_refusal(opt.framework, p)) continue;
+                      if (!validate_plan(m, n, wg, p).empty() || !validate_schedule(p).empty() ||
+                          !validate_against_hardware(c.profile, wg, p).empty())
+                        continue;
+                      const Estimate e = estimate(m, c, wg, p);
+                      const double mem = e.memory_peak.total_bytes();
+                      if (mem > budget) continue;
+                      const double tokens = static_cast<double>(gbs) * w.seq_len;
+                      fits.push_back({p, objective_value(e, opt.objective, c, tokens, per_token),
+                                      e.step_time_s / (per_token ? tokens : 1.0), mem});
+                    }
+              }
+          }
+      }
+  Ranked out;
+  std::sort(fits.begin(), fits.end(), [](const Fit& a, const Fit& b) {
+    if (a.objective != b.objective) return a.objective < b.objective;
+    return order_key(a.plan) < order_key(b.plan);
+  });
+  for (size_t i = 0; i < fits.size() && static_cast<int>(i) < opt.top_k; ++i) {
+    out.top.push_back(fits[i].plan.describe());
+    out.objective.push_back(fits[i].objective);
+  }
+  // q dominates f when q.t <= f.t, q.mem <= f.mem and (t, mem, plan order) puts q first: in
+  // that order, f is on the front when every plan before it has more memory.
+  std::sort(fits.begin(), fits.end(), [](const Fit& a, const Fit& b) {
+    return std::make_tuple(a.t, a.mem, order_key(a.plan)) <
+           std::make_tuple(b.t, b.mem, order_key(b.plan));
+  });
+  double least = std::numeric_limits<double>::infinity();
+  for (const Fit& f : fits) {
+    if (f.mem < least) out.pareto.push_back(f.plan.describe());
+    least = std::min(least, f.mem);
+  }
+  return out;
+}
+
+Ranked ranked(const SearchResult& r) {
+  Ranked out;
+  for (const auto& c : r.top) {
+    out.top.push_back(c.plan.describe());
+    out.objective.push_back(c.objective);
+  }
+  for (const auto& c : r.pareto) out.pareto.push_back(c.plan.describe());
+  return out;
+}
+
+void expect_same_ranking(const Ranked& a, const Ranked& b, const std::string& what) {
+  EXPECT_EQ(a.top, b.top) << what;
+  EXPECT_EQ(a.objective, b.objective) << what;
+  EXPECT_EQ(std::set<std::string>(a.pareto.begin(), a.pareto.end()),
+            std::set<std::string>(b.pareto.begin(), b.pareto.end()))
+      << what;
+  EXPECT_EQ(a.pareto.size(), b.pareto.size()) << what;
+}
+
 TEST(Search, AgreesWithBruteForce) {
-  Scenario s{load_model("llama3-8b"), load_cluster("dgx-h100", 16), {}};
-  s.work.seq_len = 4096;
-  s.work.global_batch = 64;
-  AnalyticEvaluator ev;
-  SearchOptions opt;
-  opt.top_k = 1;
-  SearchSpace space;
-  space.schedules = {"1f1b", "interleaved"};
-  SearchResult r = search(s.model, s.cluster, s.work, space, opt, ev);
-  ASSERT_EQ(r.top.size(), 1u);
-  const double budget = s.cluster.profile.gpu.memory_gib * units::kGiB * 0.9;
-  double best = 1e300;
-  for (int tp : {1, 2, 4, 8})
-    for (int pp : {1, 2, 4, 8, 16}) {
-      if (16 % (tp * pp)) continue;
-      const int dp = 16 / (tp * pp);
-      for (int vpp : {1, 2, 4, 8})
-        for (int zero = 0; zero <= 3; ++zero)
-          for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
-            for (int mbs : {1, 2, 4, 8, 16}) {
-              Plan p;
-              p.tp = tp;
-              p.pp = pp;
-              p.dp = dp;
-              p.vpp = pp > 1 ? vpp : 1;
-              if (pp == 1 && vpp > 1) continue;
-              p.sp = tp > 1;
-              p.zero = dp > 1 ? zero : 0;
-              if (dp == 1 && zero > 0) continue;
-              p.recompute = rc;
-              p.mbs = mbs;
-              p.gbs = 64;
-              p.schedule = p.vpp > 1 ? "interleaved" : "1f1b";
-              if (framework_refusal(Framework::kMegatron, p)) continue;
-              if (!validate_plan(s.model, 16, s.work, p).empty()) continue;
-              if (!validate_schedule(p).empty()) continue;
-              Estimate e = estimate(s.model, s.cluster, s.work, p);
-              if (e.memory_peak.total_bytes() > budget) continue;
-              best = std::min(best, e.step_time_s);
-            }
-    }
-  EXPECT_DOUBLE_EQ(r.top[0].estimate.step_time_s, best) << r.top[0].plan.describe();
+  struct Case {
+    const char* model;
+    const char* profile;
+    int gpus;
+    int64_t seq;
+    std::vector<int64_t> batches;
+    Objective objective;
+    Framework framework;
+  };
+  const std::vector<Case> cases = {
+      {"llama3-8b", "dgx-h100", 16, 4096, {64}, Objective::kStepTime, Framework::kMegatron},
+      {"llama3-8b", "dgx-h100", 16, 4096, {64}, Objective::kMemory, Framework::kTorchtitan},
+      {"llama3-8b", "dgx-h100", 16, 4096, {24, 32, 64}, Objective::kStepTime, Framework::kMegatron},
+      {"llama3-8b", "dgx-h100", 16, 4096, {32, 48}, Objective::kMfu, Framework::kTorchtitan},
+      {"mixtral-8x7b", "dgx-h100", 16, 4096, {64}, Objective::kCost, Framework::kMegatron},
+  };
+  for (const Case& k : cases) {
+    const ModelSpec m = load_model(k.model);
+    const Cluster c = load_cluster(k.profile, k.gpus);
+    Workload w;
+    w.seq_len = k.seq;
+    w.global_batch = k.batches.back();
+    SearchOptions opt;
+    opt.top_k = 8;
+    opt.objective = k.objective;
+    opt.framework = k.framework;
+    opt.threads = 2;
+    SearchSpace space;
+    space.gbs = k.batches;
+    const std::string what = fmt::format("{} on {} GPUs, {} batches, objective {}", k.model, k.gpus,
+                                         k.batches.size(), static_cast<int>(k.objective));
+    const SearchResult r = search(m, c, w, space, opt, AnalyticEvaluator{});
+    ASSERT_EQ(r.top.size(), 8u) << what;
+    EXPECT_EQ(r.per_token, k.batches.size() > 1) << what;
+    expect_same_ranking(ranked(r), brute_force(m, c, w, k.batches, opt), what);
+  }
+}
+
+// Pruning skips plans but never changes the ranking or the front: the same on several spaces,
+// objectives, global-batch sets and thread counts; every plan that fits is either ranked or
+// counted as pruned, and pruning happens.
+TEST(Search, PruningChangesNothing) {
+  struct Case {
+    const char* model;
+    const char* profile;
+    int gpus;
+    std::vector<int64_t> batches;
+  };
+  const std::vector<Case> cases = {{"gpt3-175b", "dgx-a100-80g", 128, {512}},
+                                   {"llama3-70b", "dgx-h100", 64, {128, 256, 384}},
+                                   {"mixtral-8x7b", "dgx-h100", 32, {256}},
+                                   {"megatron-1t", "dgx-a100-80g", 384, {384}}};
+  long pruned_total = 0;
+  for (const Case& k : cases)
+    for (Objective obj :
+         {Objective::kStepTime, Objective::kCost, Objective::kMfu, Objective::kMemory})
+      for (int threads : {1, 3}) {
+        const ModelSpec m = load_model(k.model);
+        const Cluster c = load_cluster(k.profile, k.gpus);
+        Workload w;
+        w.global_batch = k.batches.back();
+        SearchSpace space;
+        space.gbs = k.batches;
+        SearchOptions opt;
+        opt.top_k = 5;
+        opt.objective = obj;
+        opt.threads = threads;
+        opt.prune = false;
+        const SearchResult full = search(m, c, w, space, opt, AnalyticEvaluator{});
+        opt.prune = true;
+        const SearchResult pruned = search(m, c, w, space, opt, AnalyticEvaluator{});
+        const std::string what =
+            fmt::format("{} objective {} threads {}", k.model, static_cast<int>(obj), threads);
+        expect_same_ranking(ranked(pruned), ranked(full), what);
+        const long skipped = pruned.rejected[static_cast<size_t>(Rejection::kCannotBeatTopK)];
+        EXPECT_EQ(full.rejected[static_cast<size_t>(Rejection::kCannotBeatTopK)], 0) << what;
+        EXPECT_EQ(pruned.feasible + skipped, full.feasible) << what;
+        EXPECT_EQ(pruned.enumerated, full.enumerated) << what;
+        for (int r = 0; r < kNumRejections; ++r)
+          if (r != static_cast<int>(Rejection::kCannotBeatTopK)) {
+            EXPECT_EQ(pruned.rejected[static_cast<size_t>(r)],
+                      full.rejected[static_cast<size_t>(r)])
+                << what << " reason " << r;
+          }
+        pruned_total += skipped;
+      }
+  EXPECT_GT(pruned_total, 0);
 }
 
 }  // namespace

@@ -194,5 +194,110 @@ TEST(Schedules, InterleavingShrinksTheBubbleByV) {
   EXPECT_DOUBLE_EQ(find_schedule("gpipe")->inflight_microbatches(3, pp, 1, 32), 32);
 }
 
+// Every field of two estimates, bit for bit (the cache must not change a single number).
+void expect_same(const Estimate& a, const Estimate& b, const std::string& what) {
+  auto same_memory = [&](const StageMemory& x, const StageMemory& y) {
+    EXPECT_EQ(x.weights_bytes, y.weights_bytes) << what;
+    EXPECT_EQ(x.grads_bytes, y.grads_bytes) << what;
+    EXPECT_EQ(x.optimizer_bytes, y.optimizer_bytes) << what;
+    EXPECT_EQ(x.activations_bytes, y.activations_bytes) << what;
+    EXPECT_EQ(x.buffers_bytes, y.buffers_bytes) << what;
+    EXPECT_EQ(x.layers, y.layers) << what;
+  };
+  EXPECT_EQ(a.step_time_s, b.step_time_s) << what;
+  EXPECT_EQ(a.compute_s, b.compute_s) << what;
+  EXPECT_EQ(a.recompute_s, b.recompute_s) << what;
+  EXPECT_EQ(a.bubble_s, b.bubble_s) << what;
+  EXPECT_EQ(a.optimizer_s, b.optimizer_s) << what;
+  EXPECT_EQ(a.overhead_s, b.overhead_s) << what;
+  EXPECT_EQ(a.exposed_comm_s, b.exposed_comm_s) << what;
+  EXPECT_EQ(a.comm_volume_bytes, b.comm_volume_bytes) << what;
+  EXPECT_EQ(a.comm_time_s, b.comm_time_s) << what;
+  EXPECT_EQ(a.model_flops, b.model_flops) << what;
+  EXPECT_EQ(a.hardware_flops, b.hardware_flops) << what;
+  EXPECT_EQ(a.mfu, b.mfu) << what;
+  EXPECT_EQ(a.tokens_per_s, b.tokens_per_s) << what;
+  EXPECT_EQ(a.microbatches, b.microbatches) << what;
+  EXPECT_EQ(a.peak_stage, b.peak_stage) << what;
+  EXPECT_EQ(a.busiest_stage, b.busiest_stage) << what;
+  same_memory(a.memory_first, b.memory_first);
+  same_memory(a.memory_last, b.memory_last);
+  same_memory(a.memory_peak, b.memory_peak);
+}
+
+// Valid plans of a model on a cluster across every plan field a search varies, in search-like
+// order (the next plan differs in one field), for two global batches.
+std::vector<Plan> varied_plans(const ModelSpec& m, int gpus, const Workload& w) {
+  std::vector<Plan> out;
+  for (int tp : {1, 2, 8})
+    for (int pp : {1, 2, 4, 8})
+      for (int vpp : {1, 2, 3})
+        for (int64_t gbs : {w.global_batch, w.global_batch / 4})
+          for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+            for (int mbs : {1, 2, 4})
+              for (int zero : {0, 1, 3})
+                for (const char* sched : {"1f1b", "interleaved", "gpipe", "zb-h1", "zb-v"}) {
+                  Plan p;
+                  p.tp = tp;
+                  p.pp = pp;
+                  p.dp = gpus / (tp * pp);
+                  p.vpp = vpp;
+                  p.sp = tp > 1;
+                  p.recompute = rc;
+                  p.recompute_layers = rc == Recompute::kFull && mbs == 2 ? 1 : 0;
+                  p.mbs = mbs;
+                  p.zero = zero;
+                  p.gbs = gbs;
+                  p.schedule = sched;
+                  p.uneven_pp = pp > 2 && m.layers % pp != 0 && vpp == 1;
+                  if (m.moe) p.ep = std::min(m.moe->experts, p.dp);
+                  if (gpus % (tp * pp) != 0 || !validate_plan(m, gpus, w, p).empty() ||
+                      !validate_schedule(p).empty())
+                    continue;
+                  out.push_back(p);
+                }
+  return out;
+}
+
+// The search's hot path (a cache shared by every plan, global batches alternating) gives the
+// same numbers as estimating each plan on its own, and the two pruning aids hold: the memory
+// check is the estimate's, the floor is under the step time of every ZeRO stage.
+TEST(EstimatorCache, SameNumbersAsWithoutAndFloorsHold) {
+  struct Case {
+    const char* model;
+    const char* profile;
+    int gpus;
+    int64_t gbs;
+  };
+  for (const Case& k :
+       {Case{"gpt3-175b", "dgx-a100-80g", 64, 512}, Case{"mixtral-8x7b", "dgx-h100", 64, 256},
+        Case{"llama3.1-405b", "dgx-h100", 64, 256}}) {
+    const ModelSpec m = load_model(k.model);
+    const Cluster c = load_cluster(k.profile, k.gpus);
+    Workload w;
+    w.global_batch = k.gbs;
+    const std::vector<Plan> plans = varied_plans(m, k.gpus, w);
+    ASSERT_GT(plans.size(), 100u) << k.model;
+    EstimatorCache cache;
+    for (const Plan& p : plans) {
+      Workload wp = w;  // the workload carries the plan's batch, as in a search over batches
+      wp.global_batch = p.gbs;
+      const std::string what = std::string(k.model) + " " + p.describe();
+      const Estimate alone = estimate(m, c, wp, p);
+      EXPECT_EQ(peak_memory_bytes(m, c, wp, p, &cache), alone.memory_peak.total_bytes()) << what;
+      const double floor = step_time_floor(m, c, wp, p, &cache);
+      expect_same(estimate(m, c, wp, p, {}, &cache), alone, what);
+      for (int zero = 0; zero <= 3; ++zero) {
+        if (zero > 0 && p.dp * p.cp == 1) continue;
+        Plan q = p;
+        q.zero = zero;
+        EXPECT_LE(floor, estimate(m, c, wp, q).step_time_s) << what << " as ZeRO-" << zero;
+      }
+      EXPECT_EQ(step_time_floor(m, c, wp, p), floor) << what;
+      EXPECT_GT(floor, 0) << what;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dtplan

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The search as a user runs it over several global batches: the text table gets a GBS column and
+# says the ranking is per token, --json records each plan's batch and the batches searched, --csv
+# takes each plan's own batch, --no-prune ranks the same plans; with one batch none of that
+# shows. Expected values come from the flags given (the batches searched).
+set -euo pipefail
+bin=$(realpath "$1")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+common=(--model llama3-8b --cluster dgx-h100 --gpus 16 --seq 4096 --top 6)
+"$bin" search "${common[@]}" --gbs 32,64 > text.txt
+"$bin" search "${common[@]}" --gbs 32,64 --json --csv plans.csv > plans.json 2> /dev/null
+"$bin" search "${common[@]}" --gbs-tokens 131072,262144 --json --no-prune > tokens.json
+"$bin" search "${common[@]}" --gbs 64 --json > one.json
+"$bin" search "${common[@]}" --gbs 64 > one.txt
+fail() { echo "FAIL: $*"; exit 1; }
+grep -q 'batch 32-64 (2 values)' text.txt || fail "header does not name the batches"
+grep -q 'per token' text.txt || fail "header does not say the ranking is per token"
+grep -q ' GBS ' text.txt || fail "no GBS column"
+grep -q ' GBS ' one.txt && fail "GBS column with one batch"
+python3 - <<'PY' || exit 1
+import csv, json, sys
+def check(ok, what):
+    if not ok:
+        print("FAIL:", what); sys.exit(1)
+j = json.load(open("plans.json"))
+check(j["ranked_per_token"] is True, "ranked_per_token")
+check(j["workload"]["gbs_searched"] == {"count": 2, "min": 32, "max": 64}, "gbs_searched")
+check(j["flags"]["gbs"] == "32,64", "flags.gbs")
+batches = [t["plan"]["gbs"] for t in j["top"]]
+check(len(batches) == 6 and set(batches) <= {32, 64}, f"top batches {batches}")
+obj = [t["objective_value"] for t in j["top"]]
+check(obj == sorted(obj), "objective not ascending")
+for t in j["top"]:  # per token: step time over the plan's own tokens
+    want = t["step_time_s"] / (t["plan"]["gbs"] * 4096)
+    check(abs(t["objective_value"] - want) <= 1e-12 * want, "objective is not time per token")
+rows = list(csv.DictReader(open("plans.csv")))
+check([int(r["GBS"]) for r in rows] == batches, "CSV GBS column")
+tok = json.load(open("tokens.json"))  # 131072 and 262144 tokens = 32 and 64 sequences of 4096
+check([(t["plan"]["gbs"], t["objective_value"]) for t in tok["top"]] ==
+      [(t["plan"]["gbs"], t["objective_value"]) for t in j["top"]], "--gbs-tokens / --no-prune")
+one = json.load(open("one.json"))
+check(one["ranked_per_token"] is False and "gbs_searched" not in one["workload"], "one batch")
+check(all(t["plan"]["gbs"] == 64 for t in one["top"]), "one batch: plans' gbs")
+PY
+echo "1 passed, 0 failed"
