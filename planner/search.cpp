@@ -79,6 +79,19 @@ struct Layout {
   int tp, pp, cp, dp, ep, etp;
 };
 
+// The plan fields a layout fixes.
+Plan layout_plan(const Layout& L, bool sp) {
+  Plan p;
+  p.tp = L.tp;
+  p.pp = L.pp;
+  p.cp = L.cp;
+  p.dp = L.dp;
+  p.ep = L.ep;
+  p.etp = L.etp;
+  p.sp = sp;
+  return p;
+}
+
 // A point of the Pareto front: `t` is step time (or time per token), `mem` peak memory; the
 // candidate is in the worker's pool (the front is reordered often: points stay small).
 struct FrontPoint {
@@ -286,14 +299,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     const bool uneven = L.pp > 2 && m.layers % L.pp != 0;
     const bool cross_node = L.tp > domain && !opt.allow_cross_node_tp;
 
-    Plan p;
-    p.tp = L.tp;
-    p.pp = L.pp;
-    p.cp = L.cp;
-    p.dp = L.dp;
-    p.ep = L.ep;
-    p.etp = L.etp;
-    p.sp = sp;
+    Plan p = layout_plan(L, sp);
     std::vector<const std::string*> schedules;
     std::vector<std::pair<Recompute, int>> rcs;
     std::vector<int> mbss;
@@ -552,14 +558,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
   auto promise = [&](const Layout& L) {
     constexpr double kNone = std::numeric_limits<double>::infinity();
     if (L.tp > domain && !opt.allow_cross_node_tp) return kNone;
-    Plan p;
-    p.tp = L.tp;
-    p.pp = L.pp;
-    p.cp = L.cp;
-    p.dp = L.dp;
-    p.ep = L.ep;
-    p.etp = L.etp;
-    p.sp = space.sp.value_or(L.tp > 1) && L.tp > 1;
+    Plan p = layout_plan(L, space.sp.value_or(L.tp > 1) && L.tp > 1);
     p.vpp = 1;
     for (int v = L.pp > 1 ? 1 : 9; v <= 8; ++v)  // the first vpp the layout takes
       if (m.layers % (L.pp * v) == 0 && allowed(space.vpp, v)) {

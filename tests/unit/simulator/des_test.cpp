@@ -164,26 +164,15 @@ TEST(FlowNetwork, SharingOffRunsEachFlowAsIfAlone) {
 }  // namespace dtplan::des
 
 #include "simulator/des/topology.h"
+#include "tests/unit/simulator/two_nodes.h"
 
 namespace dtplan::des {
 namespace {
 
-// Two nodes of two GPUs, one NIC (rail) per GPU: small enough to check routes by hand.
-HardwareProfile two_by_two() {
-  HardwareProfile hw;
-  hw.node.gpus_per_node = 2;
-  hw.node.nvlink_domain_gpus = 2;
-  hw.node.nvlink_gbps_per_direction = 300;
-  hw.scale_out.nics_per_node = 2;
-  hw.scale_out.nic_gbps = 25;
-  hw.scale_out.oversubscription = 1;
-  return hw;
-}
-
 TEST(Topology, RoutesFollowNvlinkRailsAndPxn) {
   Engine e;
   FlowNetwork net(e);
-  const HardwareProfile hw = two_by_two();
+  const HardwareProfile hw = two_nodes_two_rails();
   Topology t(hw, 4, {0, 1, 2, 3}, net);
   // Same node: up to the NVSwitch and down (2 links at NVLink rate, 300 GB/s).
   EXPECT_EQ(t.route(0, 1).size(), 2u);
@@ -203,7 +192,7 @@ TEST(Topology, RoutesFollowNvlinkRailsAndPxn) {
 TEST(Topology, OnlyNodesInUseBecomeVertices) {
   Engine e;
   FlowNetwork net(e);
-  HardwareProfile hw = two_by_two();
+  HardwareProfile hw = two_nodes_two_rails();
   hw.node.gpus_per_node = 8;
   hw.node.nvlink_domain_gpus = 8;
   hw.scale_out.nics_per_node = 8;

@@ -368,6 +368,7 @@ TEST(PipelineSim, VScheduleTurnsOnTheLastRankWithoutASend) {
 #include "core/catalog.h"
 #include "core/error.h"
 #include "simulator/des/step_sim.h"
+#include "tests/unit/simulator/two_nodes.h"
 
 namespace dtplan::des {
 namespace {
@@ -523,13 +524,7 @@ PipelineSimInput two_node_input(const HardwareProfile& hw, int dp_neighbour, boo
 }
 
 TEST(PipelineSim, DataParallelAndPipelineTrafficShareANic) {
-  HardwareProfile hw;
-  hw.node.gpus_per_node = 2;
-  hw.node.nvlink_domain_gpus = 2;
-  hw.node.nvlink_gbps_per_direction = 300;
-  hw.scale_out.nics_per_node = 2;
-  hw.scale_out.nic_gbps = 25;
-  hw.scale_out.oversubscription = 1;
+  const HardwareProfile hw = two_nodes_two_rails();
 
   auto same_rail = simulate_pipeline(two_node_input(hw, 0, true), PipelineOrder::kOneFOneB, true);
   EXPECT_NEAR(same_rail.makespan_s, 7.0, 1e-9);
