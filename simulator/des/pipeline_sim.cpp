@@ -270,9 +270,13 @@ class Sim final : public Handler {
       send_since_.push_back(0);
       live_.push_back(0);
       peak_live_.push_back(0);
+      // The last task that produces weight gradients (W where B and W are split): bucketed
+      // reduction overlaps it.
       size_t last_b = 0;
-      for (size_t k = 0; k < orders_.back().size(); ++k)
-        if (orders_.back()[k].pass != kF && orders_.back()[k].pass != kW) last_b = k;
+      for (size_t k = 0; k < orders_.back().size(); ++k) {
+        const Pass ps = orders_.back()[k].pass;
+        if (ps != kF && !(split_w_ && ps == kB)) last_b = k;
+      }
       last_b_.push_back(last_b);
     }
     dp_active_.assign(static_cast<size_t>(p), 0);
@@ -577,7 +581,7 @@ class Sim final : public Handler {
   Engine engine_;
   FlowNetwork net_;
   std::unique_ptr<Topology> topo_;
-  std::vector<size_t> last_b_;  // per rank: order index of its last backward
+  std::vector<size_t> last_b_;  // per rank: its last weight-gradient task
   std::vector<int> dp_active_;  // per rank: DP flows running
   std::vector<int> dp_phase_;   // 0 idle, 1 overlapped part running, 2 it ended, 3 final, 4 done
   std::vector<double> dp_end_;
