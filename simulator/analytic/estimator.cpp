@@ -688,15 +688,14 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
   std::array<double, kCommDims> busiest_exposed{};
   double busiest_compute = 0, busiest_recompute = 0, busiest_overhead = 0;
   st.n_distinct = 0;
+  if (detail) detail->exposed_tp_cp_ep.assign(static_cast<size_t>(pp), {});
   for (int i = 0; i < pp; ++i) {
     const RankLayers l = stage_layers[i];
     // Middle stages with the same layers as the previous middle stage take the same time.
     if (i >= 2 && i < pp - 1 && l == stage_layers[static_cast<size_t>(i - 1)]) {
-      if (detail) {
-        detail->exposed_tp_cp_ep.resize(static_cast<size_t>(pp));
+      if (detail)
         detail->exposed_tp_cp_ep[static_cast<size_t>(i)] =
             detail->exposed_tp_cp_ep[static_cast<size_t>(i - 1)];
-      }
       f[static_cast<size_t>(i)] = f[static_cast<size_t>(i - 1)];
       b[static_cast<size_t>(i)] = b[static_cast<size_t>(i - 1)];
       wg[static_cast<size_t>(i)] = wg[static_cast<size_t>(i - 1)];
@@ -726,10 +725,7 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
       b[i] += hops * t_p2p;
       exp[static_cast<int>(CommDim::kPP)] += 2 * hops * t_p2p;
     }
-    if (detail) {
-      detail->exposed_tp_cp_ep.resize(static_cast<size_t>(pp));
-      detail->exposed_tp_cp_ep[static_cast<size_t>(i)] = {exp[0], exp[1], exp[2]};
-    }
+    if (detail) detail->exposed_tp_cp_ep[static_cast<size_t>(i)] = {exp[0], exp[1], exp[2]};
     const double t = f[i] + b[i] + wg[i];
     if (t > busiest_t) {
       busiest_t = t;
@@ -750,14 +746,15 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
 
 // The stage loop, unless the cache's StageTimes already holds it for this plan's inputs.
 void run_stages(StageTimes& st, const HardwareProfile& hw, const Plan& p, PipelineDetail* detail) {
-  if (!st.memo || detail) {
+  if (!st.memo) {
     stage_loop(st, hw, p, detail);
-    if (st.memo) st.memo->stage_key = {};  // st now holds what the key would not describe
     return;
   }
+  // With `detail` the loop runs anyway (the cached times do not include it); its times are
+  // the same, so the key stays valid.
   const StageKey key{st.costs, st.memo->placement_gen, st.pp, p.vpp, p.uneven_pp, p.recompute};
-  if (st.memo->stage_key == key) return;
-  stage_loop(st, hw, p);
+  if (st.memo->stage_key == key && !detail) return;
+  stage_loop(st, hw, p, detail);
   st.memo->stage_key = key;
 }
 

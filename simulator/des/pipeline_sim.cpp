@@ -282,6 +282,7 @@ class Sim final : public Handler {
     dp_active_.assign(static_cast<size_t>(p), 0);
     dp_phase_.assign(static_cast<size_t>(p), 0);
     dp_end_.assign(static_cast<size_t>(p), 0.0);
+    dp_start_.assign(static_cast<size_t>(p), {});
     compute_done_.assign(static_cast<size_t>(p), 0);
     if (in.hw && static_cast<int>(in.gpu.size()) == p) {  // a GPU for every simulated rank
       std::vector<int> gpus = in.gpu;
@@ -541,7 +542,7 @@ class Sim final : public Handler {
   void start_dp(int s, double seconds, int part) {
     const auto su = static_cast<size_t>(s);
     ++dp_active_[su];
-    dp_start_[s * 4 + part] = engine_.now();
+    dp_start_[su][static_cast<size_t>(part)] = engine_.now();
     const uint64_t payload = static_cast<uint64_t>(s) | (static_cast<uint64_t>(part) << 32);
     std::vector<int> path;
     if (topo_ && dp_pred_ok(s))
@@ -563,7 +564,8 @@ class Sim final : public Handler {
     --dp_active_[su];
     if (trace_)
       trace_events_.push_back({s, part == 1 ? "grad reduce (overlapped)" : "grad reduce",
-                               dp_start_[s * 4 + part], engine_.now(), StreamKind::kDp, -1});
+                               dp_start_[su][static_cast<size_t>(part)], engine_.now(),
+                               StreamKind::kDp, -1});
     if (part == 1) {
       dp_phase_[su] = 2;
       if (compute_done_[su]) {
@@ -586,7 +588,7 @@ class Sim final : public Handler {
   std::vector<int> dp_phase_;   // 0 idle, 1 overlapped part running, 2 it ended, 3 final, 4 done
   std::vector<double> dp_end_;
   std::vector<char> compute_done_;
-  std::unordered_map<int, double> dp_start_;
+  std::vector<std::array<double, 3>> dp_start_;  // per rank, by part (1, 2)
   std::unordered_map<uint64_t, double> send_start_;
   long next_flow_id_ = 0;
   double pipeline_end_ = 0;

@@ -23,12 +23,27 @@ int global_rank(const Plan& p, int dp_i, int pp_i, int tp_cp_i = 0) {
   return tp_cp_i + (pp_inside_dp ? inner * (pp_i + p.pp * dp_i) : inner * (dp_i + p.dp * pp_i));
 }
 
+// The simulator's task order for each schedule plug-in it can order.
+struct OrderName {
+  const char* schedule;
+  PipelineOrder order;
+};
+constexpr OrderName kOrders[] = {{"gpipe", PipelineOrder::kGPipe},
+                                 {"1f1b", PipelineOrder::kOneFOneB},
+                                 {"interleaved", PipelineOrder::kInterleaved},
+                                 {"zb-h1", PipelineOrder::kZbH1},
+                                 {"zb-v", PipelineOrder::kZbV},
+                                 {"dualpipe-v", PipelineOrder::kDualPipeV}};
+
+const OrderName* order_of(const std::string& schedule) {
+  for (const OrderName& o : kOrders)
+    if (schedule == o.schedule) return &o;
+  return nullptr;
+}
+
 }  // namespace
 
-bool simulator_supports(const std::string& s) {
-  return s == "gpipe" || s == "1f1b" || s == "interleaved" || s == "zb-h1" || s == "zb-v" ||
-         s == "dualpipe-v";
-}
+bool simulator_supports(const std::string& s) { return order_of(s) != nullptr; }
 
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             bool link_sharing, bool record_trace, bool all_ranks) {
@@ -37,17 +52,20 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
                      fmt::format("'all' simulates every GPU and is limited to {} GPUs ({} here); "
                                  "the default (one rank per stage) covers any size",
                                  kMaxAllRanks, c.num_gpus));
-  if (p.pp > 1 && !simulator_supports(p.schedule))
+  if (p.pp > 1 && !simulator_supports(p.schedule)) {
+    std::string names;
+    for (const OrderName& o : kOrders)
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", o.schedule);
     throw InputError({}, "--schedule",
-                     fmt::format("the discrete-event simulator orders gpipe, 1f1b, interleaved, "
-                                 "zb-h1, zb-v and dualpipe-v pipelines; '{}' is estimated in "
+                     fmt::format("the discrete-event simulator orders {}; '{}' is estimated in "
                                  "closed form only",
-                                 p.schedule));
-  const bool v_shape = p.pp > 1 && (p.schedule == "zb-v" || p.schedule == "dualpipe-v");
-  if (v_shape && p.vpp != 2)
-    throw InputError(
-        {}, "--vpp",
-        fmt::format("schedule '{}' runs two chunks per rank in a V: pass --vpp 2", p.schedule));
+                                 names, p.schedule));
+  }
+  // The plan's own checks of its schedule (chunks, micro-batch count), for callers that did
+  // not validate it.
+  if (p.pp > 1)
+    if (const auto v = validate_schedule(p); !v.empty())
+      throw InputError({}, v.front().flag, v.front().reason);
   PipelineDetail d;
   StepSimResult r;
   r.estimate = estimate(m, c, w, p, {}, nullptr, &d);
@@ -103,12 +121,7 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   in.dp_overlap = p.overlap_grad_reduce;
   in.comm_s = d.exposed_tp_cp_ep;
   in.sm_slowdown = link_sharing ? c.profile.efficiency.comm_compute_slowdown : 0.0;
-  const PipelineOrder order = p.pp == 1 || p.schedule == "1f1b" ? PipelineOrder::kOneFOneB
-                              : p.schedule == "gpipe"           ? PipelineOrder::kGPipe
-                              : p.schedule == "zb-h1"           ? PipelineOrder::kZbH1
-                              : p.schedule == "zb-v"            ? PipelineOrder::kZbV
-                              : p.schedule == "dualpipe-v"      ? PipelineOrder::kDualPipeV
-                                                                : PipelineOrder::kInterleaved;
+  const PipelineOrder order = p.pp == 1 ? PipelineOrder::kOneFOneB : order_of(p.schedule)->order;
   PipelineSimResult sim = simulate_pipeline(in, order, record_trace);
   // Live activations: the timeline's peak per stage against the schedule's statement; each
   // stage's memory (the memory model's) with its activation term scaled by the ratio.
@@ -168,26 +181,25 @@ std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
   for (const TraceEvent& t : trace)
     if (t.stage >= 0 && t.stage < stages)
       used[static_cast<size_t>(t.stage)][static_cast<size_t>(t.stream)] = true;
-  std::string out = "{\"traceEvents\":[\n";
+  std::vector<std::string> events;
   for (int s = 0; s < stages; ++s) {
     const std::string gpu = static_cast<int>(gpus.size()) > s
                                 ? fmt::format(" (GPU {})", gpus[static_cast<size_t>(s)])
                                 : "";
-    out += fmt::format(
+    events.push_back(fmt::format(
         "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"PP stage "
-        "{}{}\"}}}},\n",
-        s, pp > 0 ? s % pp : s, gpu);
+        "{}{}\"}}}}",
+        s, pp > 0 ? s % pp : s, gpu));
     for (int k = 0; k < kNumStreams; ++k) {
       if (k != 0 && !used[static_cast<size_t>(s)][static_cast<size_t>(k)]) continue;
-      out += fmt::format(
+      events.push_back(fmt::format(
           "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
-          "\"{}\"}}}},\n",
-          s, k, stream_name(static_cast<StreamKind>(k)));
+          "\"{}\"}}}}",
+          s, k, stream_name(static_cast<StreamKind>(k))));
     }
   }
-  std::string flows;
-  for (size_t i = 0; i < trace.size(); ++i) {
-    const TraceEvent& t = trace[i];
+  std::vector<std::string> flows;
+  for (const TraceEvent& t : trace) {
     const int tid = static_cast<int>(t.stream);
     const char* cat = t.stream == StreamKind::kCompute
                           ? (t.name.find('&') != std::string::npos ? "fwd+bwd"
@@ -199,22 +211,23 @@ std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
                       : t.stream == StreamKind::kEp ? "ep"
                                                     : "pp";
     const double ts = t.start_s * 1e6, dur = (t.end_s - t.start_s) * 1e6;
-    out += fmt::format(
+    events.push_back(fmt::format(
         "{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},"
-        "\"dur\":{:.3f}}},\n",
-        t.name, cat, t.stage, tid, ts, dur);
+        "\"dur\":{:.3f}}}",
+        t.name, cat, t.stage, tid, ts, dur));
     // Flow arrows (Chrome trace "s"/"f" events) from a send to its receive.
     if (t.flow >= 0)
-      flows += fmt::format(
+      flows.push_back(fmt::format(
           "{{\"ph\":\"{}\",\"name\":\"p2p\",\"cat\":\"pp\",\"id\":{},\"pid\":{},\"tid\":{},"
-          "\"ts\":{:.3f}{}}},\n",
+          "\"ts\":{:.3f}{}}}",
           t.stream == StreamKind::kPpSend ? "s" : "f", t.flow, t.stage, tid,
           t.stream == StreamKind::kPpSend ? ts : ts + dur * 0.5,
-          t.stream == StreamKind::kPpSend ? "" : ",\"bp\":\"e\"");
+          t.stream == StreamKind::kPpSend ? "" : ",\"bp\":\"e\""));
   }
-  out += flows;
-  // A closing metadata event keeps every line above comma-terminated.
-  out += "{\"ph\":\"M\",\"name\":\"trace_end\",\"pid\":0,\"args\":{}}\n";
+  events.insert(events.end(), flows.begin(), flows.end());
+  std::string out = "{\"traceEvents\":[\n";
+  for (size_t i = 0; i < events.size(); ++i)
+    out += events[i] + (i + 1 < events.size() ? ",\n" : "\n");
   return out + "],\"displayTimeUnit\":\"ms\"}\n";
 }
 

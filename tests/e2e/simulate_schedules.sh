@@ -21,7 +21,7 @@ assert summary["evaluator"] == "des", summary.get("evaluator")
 assert summary["step_time_s"] > 0
 assert len(summary["simulated_memory"]) == 8
 events = json.load(open(f"{s}.trace.json"))["traceEvents"]
-meta = [e for e in events if e["ph"] == "M" and e["name"] != "trace_end"]
+meta = [e for e in events if e["ph"] == "M"]
 procs = [e for e in meta if e["name"] == "process_name"]
 threads = {(e["pid"], e["args"]["name"]) for e in meta if e["name"] == "thread_name"}
 slices = [e for e in events if e["ph"] == "X"]

@@ -10,11 +10,16 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "core/catalog.h"
+#include "core/error.h"
+#include "simulator/des/step_sim.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
+#include "tests/unit/simulator/two_nodes.h"
 
 namespace dtplan::des {
 namespace {
@@ -357,21 +362,19 @@ TEST(PipelineSim, VScheduleTurnsOnTheLastRankWithoutASend) {
   EXPECT_NEAR(simulate_pipeline(in, PipelineOrder::kZbV).makespan_s, 14.0, 1e-9);
 }
 
-}  // namespace
-}  // namespace dtplan::des
-
-#include <algorithm>
-#include <map>
-#include <nlohmann/json.hpp>
-#include <string>
-
-#include "core/catalog.h"
-#include "core/error.h"
-#include "simulator/des/step_sim.h"
-#include "tests/unit/simulator/two_nodes.h"
-
-namespace dtplan::des {
-namespace {
+// A GPT-3 175B layout with sequence parallelism for the step-level tests (the model and
+// cluster come from the zoo: gpt3-175b, dgx-a100-80g).
+Plan gpt3_plan(int tp, int pp, int vpp, int dp, int64_t gbs, const char* schedule) {
+  Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.vpp = vpp;
+  p.dp = dp;
+  p.sp = true;
+  p.gbs = gbs;
+  p.schedule = schedule;
+  return p;
+}
 
 // One cost model, two evaluators: with contention off the simulated step stays within 1% of the
 // closed form for a grid of plans (the closed form charges every send to the critical path,
@@ -390,16 +393,9 @@ TEST(StepSim, AgreesWithTheClosedFormWithinOnePercent) {
               {8, 8, 1, "zb-h1"},       {4, 16, 1, "zb-h1"},    {8, 8, 2, "zb-v"},
               {4, 16, 2, "zb-v"},       {8, 8, 2, "dualpipe-v"}};
   for (const Layout& l : grid) {
-    Plan p;
-    p.tp = l.tp;
-    p.pp = l.pp;
-    p.vpp = l.vpp;
-    p.dp = 512 / (l.tp * l.pp);
-    p.sp = true;
+    Plan p = gpt3_plan(l.tp, l.pp, l.vpp, 512 / (l.tp * l.pp), 1536, l.schedule);
     p.zero = 1;
     p.recompute = Recompute::kFull;
-    p.gbs = 1536;
-    p.schedule = l.schedule;
     StepSimResult r = simulate_step(m, c, w, p, /*link_sharing=*/false);
     EXPECT_NEAR(r.estimate.step_time_s, r.analytic_step_s, 0.01 * r.analytic_step_s)
         << p.describe();
@@ -412,16 +408,9 @@ TEST(StepSim, AgreesWithTheClosedFormWithinOnePercent) {
   // rank; the timeline sends an overlapped pair's two at once, and rank 0's loss and the last
   // rank's turn need none) and 0.22 s the bubble (with full recomputation B is about 2F and W
   // 0.8F per chunk, where (PP/2-1)(F&B+B-3W) is exact only for equal passes).
-  Plan p;
-  p.tp = 4;
-  p.pp = 16;
-  p.vpp = 2;
-  p.dp = 8;
-  p.sp = true;
+  Plan p = gpt3_plan(4, 16, 2, 8, 1536, "dualpipe-v");
   p.zero = 1;
   p.recompute = Recompute::kFull;
-  p.gbs = 1536;
-  p.schedule = "dualpipe-v";
   StepSimResult r = simulate_step(m, c, w, p, /*link_sharing=*/false);
   EXPECT_LT(r.estimate.step_time_s, r.analytic_step_s);
   EXPECT_NEAR(r.estimate.step_time_s, r.analytic_step_s, 0.015 * r.analytic_step_s);
@@ -433,14 +422,7 @@ TEST(StepSim, TraceIsPerfettoJson) {
   Workload w;
   w.seq_len = 2048;
   w.global_batch = 64;
-  Plan p;
-  p.tp = 8;
-  p.pp = 8;
-  p.vpp = 3;
-  p.dp = 4;
-  p.sp = true;
-  p.gbs = 64;
-  p.schedule = "interleaved";
+  Plan p = gpt3_plan(8, 8, 3, 4, 64, "interleaved");
   StepSimResult r = simulate_step(m, c, w, p, true, true);
   auto j = nlohmann::json::parse(trace_json(r.trace, p.pp, r.gpus));
   ASSERT_TRUE(j.contains("traceEvents"));
@@ -487,12 +469,6 @@ TEST(StepSim, TraceIsPerfettoJson) {
   ASSERT_TRUE(p.overlap_grad_reduce);
   EXPECT_EQ(dp, 8 * 2);
 }
-
-}  // namespace
-}  // namespace dtplan::des
-
-namespace dtplan::des {
-namespace {
 
 // Contention on the cluster's links, checked against a hand calculation. Two stages on two
 // nodes (GPU 0 and GPU 2, both on rail 0), one micro-batch, F = B = 1 s, a pipeline message
@@ -557,13 +533,7 @@ TEST(StepSim, VSchedulesRunAndTraceIsPerfettoJson) {
   Workload w;
   w.seq_len = 2048;
   w.global_batch = 64;
-  Plan p;
-  p.tp = 8;
-  p.pp = 8;
-  p.vpp = 2;
-  p.dp = 4;
-  p.sp = true;
-  p.gbs = 64;  // 16 micro-batches = 2p, DualPipeV's least
+  Plan p = gpt3_plan(8, 8, 2, 4, 64, "zb-v");  // 16 micro-batches = 2p, DualPipeV's least
   for (const char* schedule : {"zb-v", "dualpipe-v"}) {
     p.schedule = schedule;
     StepSimResult r = simulate_step(m, c, w, p, true, true);
@@ -592,12 +562,6 @@ TEST(StepSim, VSchedulesRunAndTraceIsPerfettoJson) {
   EXPECT_THROW(simulate_step(m, c, w, p), InputError);
 }
 
-}  // namespace
-}  // namespace dtplan::des
-
-namespace dtplan::des {
-namespace {
-
 // --ranks all simulates every GPU (each pipeline replica and TP rank, each on its own NIC rail,
 // DP rings in rank order); for a symmetric plan the representative ranks must give the same
 // step (an independent check of the symmetry argument behind the default).
@@ -607,14 +571,8 @@ TEST(StepSim, EveryRankAgreesWithOneRankPerStage) {
   Workload w;
   w.seq_len = 2048;
   w.global_batch = 32;
-  Plan p;
-  p.tp = 8;
-  p.pp = 8;
-  p.dp = 2;
-  p.sp = true;
+  Plan p = gpt3_plan(8, 8, 1, 2, 32, "1f1b");
   p.zero = 1;
-  p.gbs = 32;
-  p.schedule = "1f1b";
   const StepSimResult one = simulate_step(m, c, w, p);
   const StepSimResult all = simulate_step(m, c, w, p, true, false, true);
   EXPECT_EQ(one.ranks, 8);
