@@ -282,9 +282,10 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
     EstimatorCache cache;
     PipelineDetail det;
     estimate(m, c, w, p, EstimatorOptions{}, &cache, &det);
-    const double hops = 2.0 * p.vpp * det.p2p_s;
     double t_max = 0, t_sum = 0;
     for (size_t i = 0; i < det.f.size(); ++i) {
+      const double hops =
+          2.0 * pipeline_exchanges_per_pass(static_cast<int>(i), p.pp, p.vpp) * det.p2p_s;
       const double t = det.f[i] + det.b[i] + det.w[i] + hops;
       t_max = std::max(t_max, t);
       t_sum += t;
@@ -295,8 +296,9 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
     if (p.schedule == "1f1b" || p.schedule == "gpipe" || p.schedule == "interleaved") {
       const double v = p.schedule == "interleaved" ? p.vpp : 1;
       d.formula =
-          "(1/v) x (sum over stages of t_i - t_max), t_i = one micro-batch's F+B+W on stage i; "
-          "with equal stages (p-1)/(v m) of the m x t_max steady state";
+          "(1/v) x (sum over stages of t_i - t_max), t_i = one micro-batch's F+B+W on stage i "
+          "with its point-to-point exchanges; with equal stages (p-1)/(v m) of the m x t_max "
+          "steady state";
       d.value = std::max(0.0, (t_sum - t_max) / v);
       d.substituted = fmt::format(
           "(1/{:g}) x ({:.4f} - {:.4f}) s; here (p-1)/(v m) = {}/({:g} x {}) = {:.4f}, actual "

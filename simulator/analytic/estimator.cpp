@@ -46,6 +46,17 @@ std::vector<Violation> validate_schedule(const Plan& p) {
   return v;
 }
 
+// Megatron-LM's schedules.py batches each send with the next receive: without interleaving an
+// interior rank exchanges once after its forward (activations out, gradients in) and once
+// after its backward, one transfer per pass; the first and last ranks exchange once per
+// micro-batch (nothing arrives before the first forward or leaves after the last backward),
+// half a transfer per pass. Interleaved, the steady state runs a forward and a backward, then
+// one batched exchange for both: v transfers per micro-batch, v/2 per pass.
+double pipeline_exchanges_per_pass(int stage, int pp, int vpp) {
+  if (vpp > 1) return 0.5 * vpp;
+  return stage == 0 || stage == pp - 1 ? 0.5 : 1.0;
+}
+
 namespace {
 
 constexpr int kMaxStages = 1024;
@@ -720,7 +731,7 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
     if (i == 0) add(emb, 1, exp, comp, rec, ovh);
     if (i == pp - 1) add(head, 1, exp, comp, rec, ovh);
     if (pp > 1) {
-      const double hops = p.vpp;  // one boundary per chunk
+      const double hops = pipeline_exchanges_per_pass(i, pp, p.vpp);
       f[i] += hops * t_p2p;
       b[i] += hops * t_p2p;
       exp[static_cast<int>(CommDim::kPP)] += 2 * hops * t_p2p;
@@ -866,11 +877,11 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   };
 
   if (detail) {
-    const double hops = pp > 1 ? p.vpp : 0;
     detail->f.assign(f.begin(), f.begin() + pp);
     detail->b.assign(b.begin(), b.begin() + pp);
     detail->w.assign(wg.begin(), wg.begin() + pp);
     for (int i = 0; i < pp; ++i) {
+      const double hops = pp > 1 ? pipeline_exchanges_per_pass(i, pp, p.vpp) : 0;
       detail->f[static_cast<size_t>(i)] -= hops * t_p2p;
       detail->b[static_cast<size_t>(i)] -= hops * t_p2p;
     }

@@ -47,7 +47,20 @@ struct Task {
   Pass pass;
   int mb, chunk;
   int mb2 = -1, chunk2 = -1;  // the backward half of a kFB pair
+  // The rank communicates after the next task, not after this one: this task's outputs are
+  // sent with the next one's (Megatron's interleaved steady state runs a forward and a
+  // backward back to back, then one batched send/recv for both).
+  bool hold = false;
+  // The rank posts the next receives only once this task's sends have completed (Megatron's
+  // 1F1B warm-up and cool-down call send_forward, then recv_forward, as two blocking calls;
+  // its steady state batches them).
+  bool serial = false;
 };
+
+bool rendezvous(PipelineOrder o) {
+  return o == PipelineOrder::kGPipe || o == PipelineOrder::kOneFOneB ||
+         o == PipelineOrder::kInterleaved;
+}
 
 bool v_shaped(PipelineOrder o) {
   return o == PipelineOrder::kZbV || o == PipelineOrder::kDualPipeV;
@@ -201,11 +214,16 @@ std::vector<Task> order_for(int s, const PipelineSimInput& in, PipelineOrder ord
     const int warm = std::min(p - s - 1, m);
     int f = 0, b = 0;
     for (; f < warm; ++f) t.push_back({kF, f, 0});
+    for (Task& k : t) k.serial = true;
     while (f < m) {
       t.push_back({kF, f++, 0});
       t.push_back({kB, b++, 0});
     }
-    while (b < m) t.push_back({kB, b++, 0});
+    t.back().serial = true;  // the last steady backward sends alone, then receives
+    while (b < m) {
+      t.push_back({kB, b++, 0});
+      t.back().serial = true;
+    }
     return t;
   }
   if (order == PipelineOrder::kZbH1) {
@@ -239,6 +257,7 @@ std::vector<Task> order_for(int s, const PipelineSimInput& in, PipelineOrder ord
   for (; f < warm; ++f) t.push_back(fwd[static_cast<size_t>(f)]);
   while (f < total) {
     t.push_back(fwd[static_cast<size_t>(f++)]);
+    t.back().hold = true;
     t.push_back(bwd[static_cast<size_t>(b++)]);
   }
   while (b < total) t.push_back(bwd[static_cast<size_t>(b++)]);
@@ -303,9 +322,20 @@ class Sim final : public Handler {
     for (int base = 0; base < p; base += in.p)  // chunk 0 on each replica's first rank
       for (int i = 0; i < m; ++i) ready_[kF][static_cast<size_t>(base)][static_cast<size_t>(i)] = 1;
     done_f_.assign(static_cast<size_t>(p), std::vector<char>(static_cast<size_t>(v * m), 0));
+    // Megatron's schedules (GPipe-like, 1F1B, interleaved) call blocking batched send/recv: a
+    // transfer starts once the receiver posts its receive. The zero-bubble and DualPipe
+    // implementations post their receives ahead (asynchronous p2p): every receive is posted
+    // from the start.
+    posted_ = ready_;
+    if (!rendezvous(order))
+      for (auto& per_pass : posted_)
+        for (auto& per_rank : per_pass) std::fill(per_rank.begin(), per_rank.end(), 1);
+    held_.resize(static_cast<size_t>(p));
+    post_after_send_.assign(static_cast<size_t>(p), 0);
   }
 
   PipelineSimResult run() {
+    for (int s = 0; s < ranks_; ++s) post_receives(s);
     for (int s = 0; s < ranks_; ++s) try_start(s);
     engine_.run();
     for (int s = 0; s < ranks_; ++s)
@@ -347,6 +377,10 @@ class Sim final : public Handler {
       // A task may send two messages (an overlapped pair): the sender waits for both.
       if (--sending_[static_cast<size_t>(from)] == 0) {
         busy_[static_cast<size_t>(from)] = false;
+        if (post_after_send_[static_cast<size_t>(from)]) {
+          post_after_send_[static_cast<size_t>(from)] = 0;
+          post_receives(from);
+        }
         send_blocked_s_[static_cast<size_t>(from)] +=
             e.now() - send_since_[static_cast<size_t>(from)];
       }
@@ -451,12 +485,53 @@ class Sim final : public Handler {
   }
 
   void send(int pass, int from, int to, size_t idx, int link) {
-    const uint64_t payload = (static_cast<uint64_t>(pass) << 56) |
-                             (static_cast<uint64_t>(to) << 40) |
-                             (static_cast<uint64_t>(from) << 24) | idx;
+    const uint64_t payload = pack(pass, to, from, idx);
     busy_[static_cast<size_t>(from)] = true;  // blocked until the transfer completes
     if (sending_[static_cast<size_t>(from)]++ == 0)
       send_since_[static_cast<size_t>(from)] = engine_.now();
+    if (!posted_[static_cast<size_t>(pass)][static_cast<size_t>(to)][idx]) {
+      // NCCL send/recv: the bytes move once the receive is posted.
+      pending_[input_key(payload)] = {payload, link};
+      return;
+    }
+    transfer(payload, from, to, link);
+  }
+
+  // At a communication point (after each task that does not hold) rank s posts the receives
+  // of the inputs its tasks need up to the next point, skipping points with nothing to
+  // receive (a W), as Megatron's batched send/recv calls do; waiting sends then start.
+  void post_receives(int s) {
+    const auto su = static_cast<size_t>(s);
+    bool posted_any = false;
+    for (size_t k = next_[su]; k < orders_[su].size(); ++k) {
+      const Task& t = orders_[su][k];
+      if (t.pass == kF || t.pass == kFB) post(kF, s, slot(t.chunk, t.mb));
+      if (t.pass == kB || t.pass == kBW) post(kB, s, slot(t.chunk, t.mb));
+      if (t.pass == kFB) post(kB, s, slot(t.chunk2, t.mb2));
+      posted_any = posted_any || t.pass != kW;
+      if (posted_any && !t.hold) break;
+    }
+  }
+  void post(int pass, int s, size_t idx) {
+    char& flag = posted_[static_cast<size_t>(pass)][static_cast<size_t>(s)][idx];
+    if (flag) return;
+    flag = 1;
+    const auto it = pending_.find(input_key(pack(pass, s, 0, idx)));
+    if (it == pending_.end()) return;
+    const auto [payload, link] = it->second;
+    pending_.erase(it);
+    transfer(payload, static_cast<int>((payload >> 24) & 0xffff), s, link);
+  }
+
+  // A message's payload: pass, receiver, sender and the receiver's input slot.
+  static uint64_t pack(int pass, int to, int from, size_t idx) {
+    return (static_cast<uint64_t>(pass) << 56) | (static_cast<uint64_t>(to) << 40) |
+           (static_cast<uint64_t>(from) << 24) | idx;
+  }
+  // The input a message fills, whoever sends it (the payload without its sender).
+  static uint64_t input_key(uint64_t payload) { return payload & ~(uint64_t{0xffff} << 24); }
+
+  void transfer(uint64_t payload, int from, int to, int link) {
     if (in_.p2p_bytes <= 0 || in_.p2p_bytes_per_s <= 0) {  // free: no transfer to show
       engine_.schedule_in(0, id_, kArrived, payload);
       return;
@@ -481,6 +556,7 @@ class Sim final : public Handler {
     const auto su = static_cast<size_t>(s);
     const Task t = orders_[su][next_[su]++];
     busy_[su] = false;
+    if (!t.hold && !t.serial) post_receives(s);
     if (next_[su] == orders_[su].size()) {
       compute_done_[su] = 1;
       pipeline_end_ = std::max(pipeline_end_, now);
@@ -496,13 +572,27 @@ class Sim final : public Handler {
     }
     if (trace_) record_task(s, t, current_start_[s], now);
     if (t.pass != kF && t.pass != kW) --live_[su];  // a backward frees its activations
-    if (t.pass == kF || t.pass == kFB) {
-      done_f_[su][slot(t.chunk, t.mb)] = 1;
-      deliver(kF, s, t.chunk, t.mb);
+    if (t.pass == kF || t.pass == kFB) done_f_[su][slot(t.chunk, t.mb)] = 1;
+    if (t.hold) {
+      held_[su].push_back(t);  // sent at the next communication point
+    } else {
+      for (const Task& h : held_[su]) send_outputs(s, h);
+      held_[su].clear();
+      send_outputs(s, t);
+      if (t.serial) {
+        if (sending_[su] == 0)
+          post_receives(s);
+        else
+          post_after_send_[su] = 1;
+      }
     }
+    try_start(s);
+  }
+
+  void send_outputs(int s, const Task& t) {
+    if (t.pass == kF || t.pass == kFB) deliver(kF, s, t.chunk, t.mb);
     if (t.pass == kB || t.pass == kBW) deliver(kB, s, t.chunk, t.mb);
     if (t.pass == kFB) deliver(kB, s, t.chunk2, t.mb2);
-    try_start(s);
   }
 
   // A task on the trace: its compute, then the exposed TP, CP and EP communication the cost
@@ -605,6 +695,12 @@ class Sim final : public Handler {
   std::vector<int> live_, peak_live_;  // (chunk, micro-batch) activations alive on each rank
   std::vector<int> fwd_link_, bwd_link_;
   std::vector<std::vector<std::vector<char>>> ready_;
+  // posted_[pass][s][slot]: rank s has posted the receive for that input (rendezvous); a send
+  // that finds no receive posted waits in pending_ (keyed by its payload) with its link.
+  std::vector<std::vector<std::vector<char>>> posted_;
+  std::unordered_map<uint64_t, std::pair<uint64_t, int>> pending_;  // input -> (payload, link)
+  std::vector<std::vector<Task>> held_;  // per rank: outputs waiting for a communication point
+  std::vector<char> post_after_send_;    // per rank: a serial task's receives wait for its sends
   std::vector<std::vector<char>> done_f_;
   std::unordered_map<int, double> current_start_;
   std::vector<TraceEvent> trace_events_;

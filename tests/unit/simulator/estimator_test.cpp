@@ -66,6 +66,31 @@ TEST(Estimator, BubbleFractionFallsAsMicroBatchesGrow) {
   }
 }
 
+// Megatron-LM schedules.py batches each pipeline send with the next receive: per micro-batch
+// an interior rank waits for two transfers, the first and last ranks for one, and an
+// interleaved rank for v (one per forward-backward pair). The busiest rank's exposed pipeline
+// communication is that count x micro-batches x one send's time.
+TEST(Estimator, PipelineExchangesFollowMegatronsBatchedSendRecv) {
+  EXPECT_EQ(pipeline_exchanges_per_pass(0, 8, 1), 0.5);
+  EXPECT_EQ(pipeline_exchanges_per_pass(3, 8, 1), 1.0);
+  EXPECT_EQ(pipeline_exchanges_per_pass(7, 8, 1), 0.5);
+  EXPECT_EQ(pipeline_exchanges_per_pass(0, 8, 4), 2.0);
+  Scenario s = gpt3_on_a100(256);
+  for (int vpp : {1, 3}) {
+    Plan p = plan(8, 8, 4);
+    p.vpp = vpp;
+    p.schedule = vpp > 1 ? "interleaved" : "1f1b";
+    PipelineDetail det;
+    EstimatorCache cache;
+    const Estimate e = estimate(s.model, s.cluster, s.work, p, EstimatorOptions{}, &cache, &det);
+    const int b = e.busiest_stage;
+    const double per_mb = vpp > 1 ? vpp : (b == 0 || b == 7 ? 1.0 : 2.0);
+    EXPECT_NEAR(e.exposed_comm_s[static_cast<int>(CommDim::kPP)],
+                p.num_microbatches() * per_mb * det.p2p_s, 1e-12)
+        << "vpp " << vpp << " busiest " << b;
+  }
+}
+
 TEST(Estimator, UtilizationBoundedAndExposedWithinTotal) {
   for (const char* name : {"dgx-a100-80g", "dgx-h100", "dgx-b200"}) {
     Scenario s = gpt3_on_a100(256);

@@ -124,6 +124,52 @@ TEST(PipelineSim, SendsAddToTheCriticalPath) {
   EXPECT_NEAR(simulate_pipeline(in, PipelineOrder::kOneFOneB).makespan_s, 8.0, 1e-9);
 }
 
+// NCCL point-to-point transfers are rendezvous: the bytes move once the receiver has posted
+// its receive, which Megatron's schedules do when they reach the pass that needs the input.
+// GPipe, p = 2, m = 2, transfers of 1 s; stage 0 takes F = B = 1 s, stage 1 F = 5 s, B = 1 s.
+// By hand: stage 0 runs F0 0-1, sends 1-2 (stage 1 waits from the start), F1 2-3; stage 1
+// runs F0 2-7 and posts F1's receive at 7, so act 1 moves 7-8 and stage 0 waits 3-8 (6 s
+// blocked in all). Stage 1: F1 8-13, B0 13-14, sends 14-15 (stage 0 posted at 3), B1 15-16;
+// stage 0 runs B0 15-16, posts B1's receive at 16: grad 1 moves 16-17, B1 17-18. Without the
+// rendezvous act 1 would land at 4 and the step end at 17.
+TEST(PipelineSim, ATransferWaitsForItsReceiveToBePosted) {
+  PipelineSimInput in = uniform(2, 1, 2, 1.0, 1.0);
+  in.f = {1.0, 5.0};
+  in.p2p_bytes = 100;
+  in.p2p_bytes_per_s = 100;
+  const PipelineSimResult r = simulate_pipeline(in, PipelineOrder::kGPipe);
+  EXPECT_NEAR(r.makespan_s, 18.0, 1e-9);
+  EXPECT_NEAR(r.send_blocked_s[0], 6.0, 1e-9);
+  EXPECT_NEAR(r.send_blocked_s[1], 2.0, 1e-9);
+}
+
+// Megatron-LM schedules.py: in 1F1B's steady state a rank runs F, send_forward_recv_backward,
+// B, send_backward_recv_forward, so an interior rank waits for two transfers per micro-batch
+// and the first and last ranks for one (p = 2 has no interior rank); interleaved, it runs F
+// and B back to back and then one send_forward_backward_recv_forward_backward, one transfer
+// per (F, B) pair: v per micro-batch. Each added micro-batch therefore lengthens the step by
+// F + B + 2c (p >= 3), F + B + c (p = 2) and F + B + v c (interleaved), with c = 0.1 s.
+TEST(PipelineSim, EachMicroBatchPaysTheExchangesMegatronWaitsFor) {
+  auto step = [](PipelineOrder order, int p, int v, int m) {
+    PipelineSimInput in = uniform(p, v, m, 1.0, 1.0);
+    in.p2p_bytes = 10;
+    in.p2p_bytes_per_s = 100;
+    return simulate_pipeline(in, order).makespan_s;
+  };
+  for (int p : {2, 3, 4, 8}) {
+    const double per_mb = 2.0 + (p == 2 ? 0.1 : 0.2);
+    EXPECT_NEAR(step(PipelineOrder::kOneFOneB, p, 1, 48) - step(PipelineOrder::kOneFOneB, p, 1, 40),
+                8 * per_mb, 1e-9)
+        << "1f1b p=" << p;
+  }
+  for (int p : {2, 4, 8})
+    for (int v : {2, 4}) {
+      const double d =
+          step(PipelineOrder::kInterleaved, p, v, 48) - step(PipelineOrder::kInterleaved, p, v, 40);
+      EXPECT_NEAR(d, 8 * (2.0 + v * 0.1), 1e-9) << "interleaved p=" << p << " v=" << v;
+    }
+}
+
 TEST(PipelineSim, TraceHasEveryTask) {
   auto r = simulate_pipeline(uniform(4, 2, 8, 1.0, 2.0), PipelineOrder::kInterleaved, true);
   EXPECT_EQ(r.trace.size(), 4u * 2 * 8 * 2);  // ranks x chunks x micro-batches x passes
