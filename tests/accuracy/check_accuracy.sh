@@ -12,7 +12,7 @@ trap 'rm -f "$out"' EXIT
 python3 - "$out" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
-bounds = {"mape_pct": 6.9, "median_abs_pct": 4.3}
+bounds = {"mape_pct": 6.7, "median_abs_pct": 4.2}
 ok = s["cases_predicted"] == s["cases_total"]
 print(f"coverage {s['cases_predicted']}/{s['cases_total']}, MAPE {s['mape_pct']:.2f}%, "
       f"median {s['median_abs_pct']:.2f}%, max {s['max_abs_pct']:.1f}%")
