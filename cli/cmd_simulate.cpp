@@ -31,7 +31,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--ranks", ranks,
                   "stage: one representative rank per pipeline stage (its data- and "
                   "tensor-parallel peers are identical); all: every GPU, each on its own links "
-                  "(studies up to 1024 GPUs)")
+                  "(studies up to 16384 GPUs)")
       ->check(CLI::IsMember({"stage", "all"}))
       ->capture_default_str();
   cmd->callback([&ctx] {

@@ -66,10 +66,13 @@ class FlowNetwork final : public Handler {
     double last_update = 0;
     uint64_t version = 0;  // completion events of older versions are stale
     bool active = false;
+    bool fresh = false;  // started since the last reallocation
+    bool fixed = false;  // progressive filling: rate decided
+    double old_rate = 0;
     Notify done;
   };
-  void advance_all();
-  void reallocate();
+  void collect_component(const std::vector<int>& path);
+  void reallocate(const std::vector<int>& path);
   void schedule_completion(int flow);
 
   Engine& engine_;
@@ -79,6 +82,12 @@ class FlowNetwork final : public Handler {
   std::vector<Flow> flows_;
   std::vector<int> free_slots_;  // finished flows' slots, reused so the list stays short
   int active_ = 0;
+  std::vector<std::vector<int>> link_flows_;  // per link: the active flows crossing it
+  // Scratch of reallocate(), kept between calls (no allocation per event once warm).
+  std::vector<double> left_;
+  std::vector<int> unfixed_, comp_flows_, comp_links_;
+  std::vector<uint32_t> link_mark_, flow_mark_;
+  uint32_t mark_ = 0;
 };
 
 }  // namespace dtplan::des

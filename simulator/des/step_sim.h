@@ -36,7 +36,7 @@ bool simulator_supports(const std::string& schedule);
 
 // `all_ranks`: simulate every GPU (each pipeline replica, each TP/CP rank with its own NIC
 // rail) instead of one representative rank per stage; for studies up to kMaxAllRanks GPUs.
-inline constexpr int kMaxAllRanks = 1024;
+inline constexpr int kMaxAllRanks = 16384;
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             bool link_sharing = true, bool record_trace = false,
                             bool all_ranks = false);

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/breadth_first_search.hpp>
-#include <boost/graph/visitors.hpp>
 #include <limits>
 #include <set>
 #include <unordered_map>
@@ -29,6 +27,12 @@ using Edge = boost::graph_traits<BGraph>::edge_descriptor;
 struct Topology::Graph {
   BGraph g;
   std::unordered_map<int, Vertex> gpu;  // global rank -> vertex
+  // Breadth-first search scratch, reused by every route: the tree edge into each vertex and
+  // the search that reached it last.
+  std::vector<Edge> via;
+  std::vector<uint32_t> seen;
+  std::vector<Vertex> queue;
+  uint32_t search = 0;
 };
 
 Topology::Topology(const HardwareProfile& hw, int num_gpus, const std::vector<int>& gpus,
@@ -85,23 +89,28 @@ const std::vector<int>& Topology::route(int src, int dst) {
   auto s = g_->gpu.find(src), d = g_->gpu.find(dst);
   if (src != dst && s != g_->gpu.end() && d != g_->gpu.end()) {
     BGraph& g = g_->g;
+    Graph& sc = *g_;
     const size_t nv = boost::num_vertices(g);
-    std::vector<Edge> via(nv);
-    std::vector<char> reached(nv, 0);
-    // Breadth-first search from the source, recording the tree edge into each vertex.
-    struct Recorder : boost::default_bfs_visitor {
-      std::vector<Edge>* via;
-      std::vector<char>* reached;
-      void tree_edge(Edge e, const BGraph& gr) const {
-        const Vertex t = boost::target(e, gr);
-        (*via)[t] = e;
-        (*reached)[t] = 1;
+    sc.via.resize(nv);
+    sc.seen.resize(nv, 0);
+    const uint32_t search = ++sc.search;
+    // Breadth-first search from the source, edges in insertion order, recording the tree edge
+    // into each vertex; it stops when the destination is reached (the tree edge into it is the
+    // one a full search would record).
+    sc.queue.assign(1, s->second);
+    sc.seen[s->second] = search;
+    for (size_t head = 0; head < sc.queue.size() && sc.seen[d->second] != search; ++head) {
+      for (auto [e, end] = boost::out_edges(sc.queue[head], g); e != end; ++e) {
+        const Vertex t = boost::target(*e, g);
+        if (sc.seen[t] == search) continue;
+        sc.seen[t] = search;
+        sc.via[t] = *e;
+        sc.queue.push_back(t);
+        if (t == d->second) break;
       }
-    } rec;
-    rec.via = &via;
-    rec.reached = &reached;
-    boost::breadth_first_search(g, s->second, boost::visitor(rec));
-    if (reached[d->second]) {
+    }
+    std::vector<Edge>& via = sc.via;
+    if (sc.seen[d->second] == search) {
       std::vector<Edge> path;
       for (Vertex v = d->second; v != s->second; v = boost::source(via[v], g))
         path.push_back(via[v]);

@@ -120,6 +120,36 @@ TEST(FlowNetwork, MaxMinFairnessAndReallocationOnCompletion) {
   EXPECT_NEAR(r.hits[1].t, 3.0, 1e-9);
 }
 
+TEST(FlowNetwork, AnEndReachesFlowsThatShareNoLinkWithIt) {
+  // Link B 100 B/s carries flows 1 and 2, link C 60 B/s flows 2 and 3, link D 100 B/s flow 4.
+  // Max-min: C is the tighter (30 each for 2 and 3), then flow 1 takes B's remaining 70; flow 4
+  // has D alone. Flow 3 (30 B) ends at 1 s; flow 2 is then held by B (50 each), so flow 1
+  // slows to 50 although it never shared a link with flow 3. Flow 2 (80 B: 30 sent, 50 left)
+  // ends at 2 s; flow 1 (170 B: 70 + 50 sent) has B alone and its last 50 B end at 2.5 s;
+  // flow 4 (300 B) ends at 3 s, untouched.
+  Engine e;
+  Recorder r;
+  const auto id = e.add_handler(&r);
+  FlowNetwork net(e);
+  const int b = net.add_link(100), c = net.add_link(60), d = net.add_link(100);
+  const int f1 = net.start_flow({b}, 170, {id, 1, 0});
+  const int f2 = net.start_flow({b, c}, 80, {id, 2, 0});
+  const int f3 = net.start_flow({c}, 30, {id, 3, 0});
+  const int f4 = net.start_flow({d}, 300, {id, 4, 0});
+  EXPECT_DOUBLE_EQ(net.rate(f1), 70);
+  EXPECT_DOUBLE_EQ(net.rate(f2), 30);
+  EXPECT_DOUBLE_EQ(net.rate(f3), 30);
+  EXPECT_DOUBLE_EQ(net.rate(f4), 100);
+  e.run();
+  ASSERT_EQ(r.hits.size(), 4u);
+  const double expected[] = {1.0, 2.0, 2.5, 3.0};
+  const uint32_t order[] = {3, 2, 1, 4};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(r.hits[i].kind, order[i]);
+    EXPECT_NEAR(r.hits[i].t, expected[i], 1e-9);
+  }
+}
+
 TEST(FlowNetwork, LateArrivalSlowsTheFirstFlow) {
   // 100 B/s link. Flow 1: 150 B at t=0. Flow 2: 50 B at t=1 (flow 1 has 50 B left).
   // From t=1 both run at 50 B/s: both finish at t=2.
