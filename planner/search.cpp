@@ -486,7 +486,10 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
                 });
                 continue;
               }
-              if (const std::optional<double> peak = evaluator.peak_memory(m, c, wl, p)) {
+              // The memory check ahead of the estimate serves the pruning; without it the
+              // estimate's own memory decides (the same number), at no extra cost.
+              if (const std::optional<double> peak =
+                      opt.prune ? evaluator.peak_memory(m, c, wl, p) : std::nullopt) {
                 const double mem = *peak;
                 if (mem > budget) {
                   wk.reject(Rejection::kMemory, 1, [&] {
