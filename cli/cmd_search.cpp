@@ -133,6 +133,11 @@ void register_search(CLI::App& app, CommandContext& ctx) {
               c.estimate.memory_peak.total_bytes() / gib, 100 * c.estimate.comm_share,
               100 * c.estimate.bubble_fraction);
         }
+        if (refine > 0)
+          fmt::format_to(o,
+                         "(the best {} re-ranked by the discrete-event simulator: their figures "
+                         "are simulated; the Pareto front below keeps the closed form's)\n",
+                         std::min<size_t>(static_cast<size_t>(refine), r.top.size()));
         if (r.per_token) {
           fmt::format_to(o, "\nPareto front (time per token, as tok/s/GPU, vs peak memory):\n");
           for (const auto& c : r.pareto)
