@@ -83,7 +83,8 @@ double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, 
 
 // Point-to-point transfers pipeline rank `stage` waits for per micro-batch and pass (forward
 // or backward), each taking the cost model's send/recv time: 1 on an interior rank, 1/2 on the
-// first and last, vpp/2 interleaved.
+// first and last, vpp/2 with virtual stages (interleaved; the V schedules, whose
+// implementations overlap their sends with compute, are charged the same).
 double pipeline_exchanges_per_pass(int stage, int pp, int vpp);
 
 // Memory of every pipeline rank (for reports and --json); allocates.
