@@ -389,9 +389,7 @@ class Sim final : public Handler {
         const double start = it->second;
         send_start_.erase(it);
         const long id = next_flow_id_++;
-        const std::string what =
-            fmt::format("{}{}.{}", pass == kF ? "act " : "grad ", idx % static_cast<size_t>(in_.m),
-                        idx / static_cast<size_t>(in_.m));
+        const std::string what = message_name(payload);
         trace_events_.push_back({from, what, start, e.now(), StreamKind::kPpSend, id});
         trace_events_.push_back({to, what, start, e.now(), StreamKind::kPpRecv, id});
       }
@@ -491,7 +489,7 @@ class Sim final : public Handler {
       send_since_[static_cast<size_t>(from)] = engine_.now();
     if (!posted_[static_cast<size_t>(pass)][static_cast<size_t>(to)][idx]) {
       // NCCL send/recv: the bytes move once the receive is posted.
-      pending_[input_key(payload)] = {payload, link};
+      pending_[input_key(payload)] = {payload, link, engine_.now()};
       return;
     }
     transfer(payload, from, to, link);
@@ -518,9 +516,20 @@ class Sim final : public Handler {
     flag = 1;
     const auto it = pending_.find(input_key(pack(pass, s, 0, idx)));
     if (it == pending_.end()) return;
-    const auto [payload, link] = it->second;
+    const Pending w = it->second;
     pending_.erase(it);
-    transfer(payload, static_cast<int>((payload >> 24) & 0xffff), s, link);
+    const int from = static_cast<int>((w.payload >> 24) & 0xffff);
+    if (trace_ && engine_.now() > w.since)  // the sender's wait, on its send stream
+      trace_events_.push_back({from, "wait for recv: " + message_name(w.payload), w.since,
+                               engine_.now(), StreamKind::kPpSend, -1});
+    transfer(w.payload, from, s, w.link);
+  }
+
+  // "act 3.1": the activations of micro-batch 3, chunk 1 ("grad": input gradients).
+  std::string message_name(uint64_t payload) const {
+    const size_t idx = payload & 0xffffff;
+    return fmt::format("{}{}.{}", (payload >> 56) == kF ? "act " : "grad ",
+                       idx % static_cast<size_t>(in_.m), idx / static_cast<size_t>(in_.m));
   }
 
   // A message's payload: pass, receiver, sender and the receiver's input slot.
@@ -698,7 +707,12 @@ class Sim final : public Handler {
   // posted_[pass][s][slot]: rank s has posted the receive for that input (rendezvous); a send
   // that finds no receive posted waits in pending_ (keyed by its payload) with its link.
   std::vector<std::vector<std::vector<char>>> posted_;
-  std::unordered_map<uint64_t, std::pair<uint64_t, int>> pending_;  // input -> (payload, link)
+  struct Pending {
+    uint64_t payload;
+    int link;
+    double since;  // when the sender asked to send
+  };
+  std::unordered_map<uint64_t, Pending> pending_;  // by the input the message fills
   std::vector<std::vector<Task>> held_;  // per rank: outputs waiting for a communication point
   std::vector<char> post_after_send_;    // per rank: a serial task's receives wait for its sends
   std::vector<std::vector<char>> done_f_;

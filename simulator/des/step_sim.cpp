@@ -209,6 +209,7 @@ std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
                       : t.stream == StreamKind::kTp ? "tp"
                       : t.stream == StreamKind::kCp ? "cp"
                       : t.stream == StreamKind::kEp ? "ep"
+                      : t.flow < 0                  ? "pp wait"  // a send waiting for its receive
                                                     : "pp";
     const double ts = t.start_s * 1e6, dur = (t.end_s - t.start_s) * 1e6;
     events.push_back(fmt::format(
