@@ -36,7 +36,8 @@ void register_search(CLI::App& app, CommandContext& ctx) {
   static bool json = false;
   static std::string csv, out;
   add_search_flags(*cmd, flags);
-  cmd->add_option("--refine", refine, "Re-rank the best K plans with the discrete-event simulator")
+  cmd->add_option("--refine", refine,
+                  "Re-rank the best K plans (at most --top) with the discrete-event simulator")
       ->check(CLI::Range(0, 10000));
   cmd->add_flag("--json", json, "Machine-readable output");
   cmd->add_option("--csv", csv,
@@ -114,7 +115,12 @@ void register_search(CLI::App& app, CommandContext& ctx) {
           r.enumerated, r.elapsed_s, r.plans_per_s(), r.threads, r.evaluated, r.feasible,
           r.exhausted ? "exhausted" : "NOT exhausted");
       if (r.top.empty()) {
-        fmt::format_to(o, "no feasible plan: see the rejections below\n");
+        fmt::format_to(o, "{}",
+                       r.enumerated == 0
+                           ? "no plan to search: no layout of these GPUs takes the pinned values "
+                             "(--tp, --pp, --cp, --ep, --etp, --vpp, --mbs must divide what they "
+                             "split)\n"
+                           : "no feasible plan: see the rejections below\n");
       } else {
         // The global batch is a column when several were searched.
         const bool gbs_col = batches.size() > 1;

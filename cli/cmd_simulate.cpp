@@ -21,7 +21,8 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
   cmd->add_flag("--json", json, "Machine-readable output (the estimate's fields)");
-  cmd->add_option("--trace", trace, "Write a Chrome/Perfetto trace (open in ui.perfetto.dev)");
+  cmd->add_option("--trace", trace, "Write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
+      ->check([](const std::string& v) { return v.empty() ? "needs a file name" : ""; });
   cmd->add_option("--contention", contention,
                   "on: concurrent transfers (pipeline sends, data-parallel reductions) share "
                   "link bandwidth (max-min fair) and communication slows concurrent compute "
@@ -44,8 +45,14 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
     des::StepSimResult s = des::simulate_step(r.model, r.cluster, r.workload, r.plan,
                                               contention == "on", !trace.empty(), ranks == "all");
     if (!trace.empty()) {
-      write_file_atomic(trace, des::trace_json(s.trace, s.ranks, s.gpus, r.plan.pp));
-      fmt::print(stderr, "wrote {}\n", trace);
+      const std::string json_text = des::trace_json(s.trace, s.ranks, s.gpus, r.plan.pp);
+      write_file_atomic(trace, json_text);
+      const double mb = static_cast<double>(json_text.size()) / 1e6;
+      fmt::print(stderr, "wrote {} ({}){}\n", trace,
+                 mb < 1 ? fmt::format("{:.0f} kB", mb * 1e3) : fmt::format("{:.1f} MB", mb),
+                 mb > 100 ? "; large traces load slowly in ui.perfetto.dev (--ranks stage "
+                            "writes one process per stage)"
+                          : "");
     }
     if (json) {
       auto j = estimate_to_json(r, s.estimate, FlopsConvention::kCausalHalf);
@@ -65,10 +72,11 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
     } else {
       fmt::print("{}", estimate_to_text(r, s.estimate, FlopsConvention::kCausalHalf));
       fmt::print(
-          "\nsimulated {} events on {} rank(s){}; closed-form step time {:.3f} s ({:+.2f}%)\n",
+          "\nsimulated {} events on {} rank(s){}; closed-form step time {:.3f} s (the simulated "
+          "step is {:+.2f}% against it)\n",
           s.events, s.ranks, ranks == "all" ? " (every GPU)" : " (one per stage)",
           s.analytic_step_s,
-          100 * (s.analytic_step_s - s.estimate.step_time_s) / s.estimate.step_time_s);
+          100 * (s.estimate.step_time_s - s.analytic_step_s) / s.analytic_step_s);
       fmt::print(
           "\nlive activations in the timeline (micro-batches held at once) and peak memory:\n");
       fmt::print("  {:>5} {:>10} {:>10} {:>12}\n", "stage", "simulated", "schedule", "peak GiB");

@@ -38,6 +38,8 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
                {"sp", p.sp},
                {"zero", p.zero},
                {"recompute", to_string(p.recompute)},
+               {"recompute_layers", p.recompute_layers},  // 0: every layer (with full)
+               {"uneven_pp", p.uneven_pp},
                {"mbs", p.mbs},
                {"gbs", p.gbs},
                {"seq", r.workload.seq_len},

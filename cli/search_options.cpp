@@ -61,7 +61,7 @@ std::vector<Int> parse_set(const std::string& text, const std::string& flag, Int
 }
 
 std::vector<int> parse_int_set(const std::string& text, const std::string& flag) {
-  return parse_set<int>(text, flag, 100000);
+  return parse_set<int>(text, flag, 100000, /*positive=*/flag != "--zero");
 }
 
 // Global batches from --gbs (sequences) or --gbs-tokens (tokens, whole sequences of --seq): a
@@ -257,7 +257,9 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   j["ranked_per_token"] = r.per_token;
   j["objective"] = f.objective;
   j["evaluator"] = evaluator;
-  j["refined_with_des"] = refined_with_des;
+  // How many of the top plans the simulator re-ranked (their figures are simulated).
+  const int refined = std::min(refined_with_des, static_cast<int>(r.top.size()));
+  j["refined_with_des"] = refined;
   j["framework"] = f.framework;
   j["flags"] = {{"model", f.spec.model},
                 {"cluster", f.spec.cluster},
@@ -300,6 +302,7 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
     Resolved res{s.model, s.cluster, s.workload, r.top[i].plan};
     nlohmann::json cj = estimate_to_json(res, r.top[i].estimate, FlopsConvention::kCausalHalf);
     cj["rank"] = static_cast<int>(i + 1);
+    cj["evaluator"] = static_cast<int>(i) < refined ? "des" : evaluator;
     cj["objective_value"] = r.top[i].objective;
     j["top"].push_back(cj);
   }

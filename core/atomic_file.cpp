@@ -18,6 +18,10 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
+  if (path.empty() || !target.has_filename())
+    throw InputError({path, 0, 0}, "", "no file name given");
+  if (fs::is_directory(target, ec))
+    throw InputError({path, 0, 0}, "", "is a folder; give a file name");
   if (!fs::is_directory(dir, ec))
     throw InputError({path, 0, 0}, "", fmt::format("folder '{}' does not exist", dir.string()));
   fs::path tmp = dir / fmt::format(".{}.tmp.{}", target.filename().string(), ::getpid());
@@ -35,8 +39,9 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   }
   fs::rename(tmp, target, ec);
   if (ec) {
+    const std::string why = ec.message();  // before remove() reuses ec
     fs::remove(tmp, ec);
-    throw InputError({path, 0, 0}, "", fmt::format("cannot replace file: {}", ec.message()));
+    throw InputError({path, 0, 0}, "", fmt::format("cannot replace file: {}", why));
   }
 }
 

@@ -104,6 +104,13 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
   if (p.recompute_layers < 0) add("--recompute-layers", "must be >= 0");
   if (p.recompute_layers > 0 && p.recompute != Recompute::kFull)
     add("--recompute-layers", "a layer count applies to full recompute only");
+  // The count is per chunk (Megatron's --recompute-num-layers with the uniform method); the
+  // largest chunk holds ceil(layers / (pp x vpp)) layers.
+  if (p.recompute_layers > 0 && chunks > 0 && p.recompute_layers > (m.layers + chunks - 1) / chunks)
+    add("--recompute-layers",
+        fmt::format("{} layers per chunk, but a chunk holds at most {} ({} layers over pp x vpp "
+                    "= {} chunks)",
+                    p.recompute_layers, (m.layers + chunks - 1) / chunks, m.layers, chunks));
   if (w.precision == Precision::kTf32 || w.precision == Precision::kFp32)
     add("--precision", "training precision must be bf16, fp16 or fp8");
 

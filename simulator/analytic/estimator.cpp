@@ -328,6 +328,7 @@ struct StageKey {
   int pp, vpp;
   bool uneven;
   Recompute recompute;
+  int recompute_layers;
   bool operator==(const StageKey&) const = default;
 };
 
@@ -714,22 +715,30 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
     }
     st.distinct[static_cast<size_t>(st.n_distinct++)] = i;
     f[static_cast<size_t>(i)] = b[static_cast<size_t>(i)] = wg[static_cast<size_t>(i)] = 0;
-    auto add = [&](const LayerCost& lc, double n, std::array<double, kCommDims>& exp, double& comp,
-                   double& rec, double& ovh) {
+    // n layers of a kind, nr of them recomputed.
+    auto add = [&](const LayerCost& lc, double n, double nr, std::array<double, kCommDims>& exp,
+                   double& comp, double& rec, double& ovh) {
       f[i] += n * lc.f;
-      b[i] += n * (lc.b + lc.r);
+      b[i] += n * lc.b + nr * lc.r;
       wg[i] += n * lc.w;
       ovh += n * lc.overhead;
       comp += n * (lc.compute_f + lc.compute_b + lc.compute_w);
-      rec += n * (p.recompute == Recompute::kFull ? lc.compute_f : lc.compute_r);
-      for (int d = 0; d < kCommDims; ++d) exp[d] += n * (lc.exposed[d] + lc.exposed_r[d]);
+      rec += nr * (p.recompute == Recompute::kFull ? lc.compute_f : lc.compute_r);
+      for (int d = 0; d < kCommDims; ++d) exp[d] += n * lc.exposed[d] + nr * lc.exposed_r[d];
     };
+    // Full recomputation of some layers (--recompute-layers): the first ones of each chunk,
+    // dense before MoE, as the memory model keeps them (memory_model.cpp).
+    int rec_layers = l.total();
+    if (p.recompute == Recompute::kFull && p.recompute_layers > 0)
+      rec_layers = std::min(p.recompute_layers * p.vpp, l.total());
+    const int rec_dense = std::min(rec_layers, l.dense);
+    const int rec_moe = std::min(l.moe, rec_layers - rec_dense);
     std::array<double, kCommDims> exp{};
     double comp = 0, rec = 0, ovh = 0;
-    add(dense, l.dense, exp, comp, rec, ovh);
-    add(moe, l.moe, exp, comp, rec, ovh);
-    if (i == 0) add(emb, 1, exp, comp, rec, ovh);
-    if (i == pp - 1) add(head, 1, exp, comp, rec, ovh);
+    add(dense, l.dense, rec_dense, exp, comp, rec, ovh);
+    add(moe, l.moe, rec_moe, exp, comp, rec, ovh);
+    if (i == 0) add(emb, 1, 1, exp, comp, rec, ovh);
+    if (i == pp - 1) add(head, 1, 1, exp, comp, rec, ovh);
     if (pp > 1) {
       const double hops = pipeline_exchanges_per_pass(i, pp, p.vpp);
       f[i] += hops * t_p2p;
@@ -763,7 +772,8 @@ void run_stages(StageTimes& st, const HardwareProfile& hw, const Plan& p, Pipeli
   }
   // With `detail` the loop runs anyway (the cached times do not include it); its times are
   // the same, so the key stays valid.
-  const StageKey key{st.costs, st.memo->placement_gen, st.pp, p.vpp, p.uneven_pp, p.recompute};
+  const StageKey key{st.costs,    st.memo->placement_gen, st.pp, p.vpp, p.uneven_pp,
+                     p.recompute, p.recompute_layers};
   if (st.memo->stage_key == key && !detail) return;
   stage_loop(st, hw, p, detail);
   st.memo->stage_key = key;

@@ -91,6 +91,25 @@ TEST(Estimator, PipelineExchangesFollowMegatronsBatchedSendRecv) {
   }
 }
 
+// --recompute-layers k (full recomputation of the first k layers of each chunk; the memory
+// model keeps only those layers' inputs) costs k layers' recomputation, not all of them: the
+// recomputation time grows linearly in k and reaches full recomputation at every layer.
+TEST(Estimator, PartialRecomputationCostsItsLayers) {
+  Scenario s = gpt3_on_a100(256);
+  auto recompute_s = [&](int k) {
+    Plan p = plan(8, 1, 32);
+    p.recompute = Recompute::kFull;
+    p.recompute_layers = k;
+    return estimate(s.model, s.cluster, s.work, p).recompute_s;
+  };
+  const double r24 = recompute_s(24), r48 = recompute_s(48), r72 = recompute_s(72);
+  const double all = recompute_s(0);
+  EXPECT_GT(r24, 0);
+  EXPECT_NEAR(r48 - r24, r72 - r48, 1e-9 * all);
+  EXPECT_NEAR(recompute_s(96), all, 1e-9 * all);  // 96 layers: every one
+  EXPECT_LT(r72, all);
+}
+
 TEST(Estimator, UtilizationBoundedAndExposedWithinTotal) {
   for (const char* name : {"dgx-a100-80g", "dgx-h100", "dgx-b200"}) {
     Scenario s = gpt3_on_a100(256);
