@@ -11,23 +11,6 @@
 
 namespace dtplan::cli {
 
-// The built-in default job: GPT-3 175B on 32 DGX A100 80GB nodes, laid out as Megatron-LM
-// runs it (TP8 within a node, PP8, sequence parallelism with selective recomputation, the
-// distributed optimizer), batch 1536 x 2048 tokens (Brown et al. 2020).
-static void apply_builtin_defaults(SpecOptions& s, PlanOptions& p) {
-  s.model = "gpt3-175b";
-  s.cluster = "dgx-a100-80g";
-  s.gpus = 256;
-  p.tp = 8;
-  p.pp = 8;
-  p.sp = true;
-  p.recompute = "selective";
-  p.zero = 1;
-  p.mbs = 1;
-  p.gbs = 1536;
-  p.seq = 2048;
-}
-
 void register_estimate(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand("estimate",
                                  "Predict step time, its breakdown, MFU and memory of one plan");

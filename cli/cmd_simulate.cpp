@@ -35,7 +35,23 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
                   "(studies up to 16384 GPUs)")
       ->check(CLI::IsMember({"stage", "all"}))
       ->capture_default_str();
-  cmd->callback([&ctx] {
+  cmd->footer(
+      "With no model, cluster or plan flag, simulates the built-in example: GPT-3 175B on 32 "
+      "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
+  cmd->callback([&ctx, cmd] {
+    bool any = false;  // a model, cluster or plan flag (output options do not count)
+    for (const CLI::Option* o : cmd->get_options()) {
+      const std::string n = o->get_name();
+      if (o->count() > 0 && n != "--json" && n != "--trace" && n != "--contention" &&
+          n != "--ranks")
+        any = true;
+    }
+    if (!any) {
+      apply_builtin_defaults(spec, plan);
+      fmt::print(stderr,
+                 "dtplan simulate: no model, cluster or plan given; using the built-in example "
+                 "(see --help)\n");
+    }
     std::vector<Violation> violations;
     Resolved r = resolve(spec, plan, violations);
     if (report_violations(violations)) {
@@ -60,6 +76,8 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       j["analytic_step_time_s"] = s.analytic_step_s;
       j["simulated_events"] = s.events;
       j["simulated_ranks"] = s.ranks;
+      j["rank_set"] = ranks;  // --ranks: stage or all
+      j["contention"] = contention == "on";
       // Per stage: activations alive at once in the timeline vs the schedule's statement.
       auto stages = nlohmann::json::array();
       for (size_t i = 0; i < s.peak_memory_bytes.size(); ++i)

@@ -62,4 +62,8 @@ void write_output(const std::string& text, const std::string& out);
 // violations are returned in `violations` (empty = valid).
 Resolved resolve(const SpecOptions& s, const PlanOptions& p, std::vector<Violation>& violations);
 
+// The built-in example of `estimate` and `simulate` when no model, cluster or plan flag is
+// given: GPT-3 175B on 32 DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, ZeRO-1.
+void apply_builtin_defaults(SpecOptions& s, PlanOptions& p);
+
 }  // namespace dtplan::cli
