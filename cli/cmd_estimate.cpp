@@ -30,12 +30,7 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       "With no model, cluster or plan flag, estimates the built-in example: GPT-3 175B on 32 "
       "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
   cmd->callback([&ctx, cmd] {
-    bool any = false;
-    for (const CLI::Option* o : cmd->get_options()) {
-      const std::string n = o->get_name();
-      if (o->count() > 0 && n != "--json" && n != "--out" && n != "--flops-convention") any = true;
-    }
-    if (!any) {
+    if (!any_option_given(*cmd, {"--json", "--out", "--flops-convention"})) {
       apply_builtin_defaults(spec, plan);
       fmt::print(stderr,
                  "dtplan estimate: no model, cluster or plan given; using the built-in "

@@ -39,14 +39,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       "With no model, cluster or plan flag, simulates the built-in example: GPT-3 175B on 32 "
       "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
   cmd->callback([&ctx, cmd] {
-    bool any = false;  // a model, cluster or plan flag (output options do not count)
-    for (const CLI::Option* o : cmd->get_options()) {
-      const std::string n = o->get_name();
-      if (o->count() > 0 && n != "--json" && n != "--trace" && n != "--contention" &&
-          n != "--ranks")
-        any = true;
-    }
-    if (!any) {
+    if (!any_option_given(*cmd, {"--json", "--trace", "--contention", "--ranks"})) {
       apply_builtin_defaults(spec, plan);
       fmt::print(stderr,
                  "dtplan simulate: no model, cluster or plan given; using the built-in example "

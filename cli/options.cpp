@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include "core/atomic_file.h"
 #include "simulator/analytic/estimator.h"
@@ -203,6 +204,15 @@ void apply_builtin_defaults(SpecOptions& s, PlanOptions& p) {
   p.mbs = 1;
   p.gbs = 1536;
   p.seq = 2048;
+}
+
+bool any_option_given(const CLI::App& cmd, std::initializer_list<std::string_view> ignored) {
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->count() == 0) continue;
+    const std::string n = o->get_name();
+    if (std::find(ignored.begin(), ignored.end(), n) == ignored.end()) return true;
+  }
+  return false;
 }
 
 }  // namespace dtplan::cli

@@ -2,8 +2,10 @@
 // (Megatron-LM names). Turning them into specs happens here, once, for every command.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/catalog.h"
 #include "core/plan.h"
@@ -65,5 +67,8 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& p, std::vector<Violati
 // The built-in example of `estimate` and `simulate` when no model, cluster or plan flag is
 // given: GPT-3 175B on 32 DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, ZeRO-1.
 void apply_builtin_defaults(SpecOptions& s, PlanOptions& p);
+// Whether any option of `cmd` was given other than the `ignored` ones (output options): with
+// none, `estimate` and `simulate` run the built-in example.
+bool any_option_given(const CLI::App& cmd, std::initializer_list<std::string_view> ignored);
 
 }  // namespace dtplan::cli

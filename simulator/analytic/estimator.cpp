@@ -726,17 +726,11 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
       rec += nr * (p.recompute == Recompute::kFull ? lc.compute_f : lc.compute_r);
       for (int d = 0; d < kCommDims; ++d) exp[d] += n * lc.exposed[d] + nr * lc.exposed_r[d];
     };
-    // Full recomputation of some layers (--recompute-layers): the first ones of each chunk,
-    // dense before MoE, as the memory model keeps them (memory_model.cpp).
-    int rec_layers = l.total();
-    if (p.recompute == Recompute::kFull && p.recompute_layers > 0)
-      rec_layers = std::min(p.recompute_layers * p.vpp, l.total());
-    const int rec_dense = std::min(rec_layers, l.dense);
-    const int rec_moe = std::min(l.moe, rec_layers - rec_dense);
+    const RankLayers rl = recomputed_layers(p, l);  // --recompute-layers: some layers only
     std::array<double, kCommDims> exp{};
     double comp = 0, rec = 0, ovh = 0;
-    add(dense, l.dense, rec_dense, exp, comp, rec, ovh);
-    add(moe, l.moe, rec_moe, exp, comp, rec, ovh);
+    add(dense, l.dense, rl.dense, exp, comp, rec, ovh);
+    add(moe, l.moe, rl.moe, exp, comp, rec, ovh);
     if (i == 0) add(emb, 1, 1, exp, comp, rec, ovh);
     if (i == pp - 1) add(head, 1, 1, exp, comp, rec, ovh);
     if (pp > 1) {

@@ -128,10 +128,10 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
     const double full_moe = act.full_moe;
     const double input_only = tokens * 2.0 * m.hidden / sp_div;
     if (p.recompute_layers > 0) {
-      // The first recompute_layers layers of each rank keep only their input.
-      const int rec = std::min(p.recompute_layers * p.vpp, l.total());  // per chunk, Megatron
-      per_mb = rec * input_only + (l.dense - std::min(rec, l.dense)) * full_dense +
-               std::max(0, l.moe - std::max(0, rec - l.dense)) * full_moe;
+      // The recomputed layers keep only their input; the others keep everything.
+      const RankLayers rec = recomputed_layers(p, l);
+      per_mb = rec.total() * input_only + (l.dense - rec.dense) * full_dense +
+               (l.moe - rec.moe) * full_moe;
     } else {
       per_mb = l.total() * input_only;
     }

@@ -371,7 +371,7 @@ class Sim final : public Handler {
     } else {
       const int pass = static_cast<int>(payload >> 56);
       const int to = static_cast<int>((payload >> 40) & 0xffff);
-      const int from = static_cast<int>((payload >> 24) & 0xffff);
+      const int from = sender(payload);
       const int idx = static_cast<int>(payload & 0xffffff);
       ready_[static_cast<size_t>(pass)][static_cast<size_t>(to)][static_cast<size_t>(idx)] = 1;
       // A task may send two messages (an overlapped pair): the sender waits for both.
@@ -518,7 +518,7 @@ class Sim final : public Handler {
     if (it == pending_.end()) return;
     const Pending w = it->second;
     pending_.erase(it);
-    const int from = static_cast<int>((w.payload >> 24) & 0xffff);
+    const int from = sender(w.payload);
     if (trace_ && engine_.now() > w.since)  // the sender's wait, on its send stream
       trace_events_.push_back({from, "wait for recv: " + message_name(w.payload), w.since,
                                engine_.now(), StreamKind::kPpSend, -1});
@@ -537,6 +537,7 @@ class Sim final : public Handler {
     return (static_cast<uint64_t>(pass) << 56) | (static_cast<uint64_t>(to) << 40) |
            (static_cast<uint64_t>(from) << 24) | idx;
   }
+  static int sender(uint64_t payload) { return static_cast<int>((payload >> 24) & 0xffff); }
   // The input a message fills, whoever sends it (the payload without its sender).
   static uint64_t input_key(uint64_t payload) { return payload & ~(uint64_t{0xffff} << 24); }
 
@@ -705,7 +706,7 @@ class Sim final : public Handler {
   std::vector<int> fwd_link_, bwd_link_;
   std::vector<std::vector<std::vector<char>>> ready_;
   // posted_[pass][s][slot]: rank s has posted the receive for that input (rendezvous); a send
-  // that finds no receive posted waits in pending_ (keyed by its payload) with its link.
+  // that finds no receive posted waits in pending_, keyed by the input it fills.
   std::vector<std::vector<std::vector<char>>> posted_;
   struct Pending {
     uint64_t payload;

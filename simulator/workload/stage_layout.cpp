@@ -46,4 +46,13 @@ RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
   return r;
 }
 
+RankLayers recomputed_layers(const Plan& p, const RankLayers& l) {
+  if (p.recompute != Recompute::kFull || p.recompute_layers <= 0) return l;
+  const int rec = std::min(p.recompute_layers * p.vpp, l.total());
+  RankLayers r;
+  r.dense = std::min(rec, l.dense);
+  r.moe = rec - r.dense;
+  return r;
+}
+
 }  // namespace dtplan

@@ -18,4 +18,9 @@ struct RankLayers {
 // Layers on pipeline rank `rank` (0-based) over all of its chunks.
 RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank);
 
+// Of a rank's layers `l`, those its recomputation re-runs: with full recomputation of
+// --recompute-layers k, the first k of each chunk (Megatron's uniform method, dense layers
+// counted first); otherwise all of them.
+RankLayers recomputed_layers(const Plan& p, const RankLayers& l);
+
 }  // namespace dtplan
