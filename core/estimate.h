@@ -54,6 +54,9 @@ struct Estimate {
   StageMemory memory_first, memory_last, memory_peak;
   int peak_stage = 0;
   int busiest_stage = 0;  // the pipeline rank with the most work, whose time the breakdown shows
+  // The pipeline rank whose data-parallel communication the step waits for (the largest
+  // exposed part): the DP figures of comm_volume_bytes and comm_time_s are that rank's.
+  int dp_stage = 0;
   double memory_capacity_bytes = 0;
   bool fits = false;
 

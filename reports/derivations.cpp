@@ -201,8 +201,8 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
 
   // Data-parallel communication of the busiest stage, per GPU per step.
   const Placements groups = place_groups(p, hw, c.num_gpus);
-  const double grad_bytes = p.main_grads_fp32 && w.precision != Precision::kFp16 ? 4.0 : 2.0;
-  const ParamsOnRank busy = params_on_rank(m, p, e.busiest_stage);
+  const double grad_bytes = grad_bytes_per_param(p, w.precision);
+  const ParamsOnRank busy = params_on_rank(m, p, e.dp_stage);
   const bool tied_allreduce = p.pp > 1 && m.tied_embeddings;
   const double tied_bytes =
       tied_allreduce ? static_cast<double>(m.vocab) * m.hidden / p.tp * grad_bytes : 0;
@@ -212,7 +212,8 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
   if (p.zero < 3 && n > 1) {
     const double nn = n;
     Derivation d;
-    d.quantity = fmt::format("data-parallel traffic per GPU per step (stage {})", e.busiest_stage);
+    d.quantity = fmt::format("data-parallel traffic per GPU per step (stage {})", e.dp_stage);
+    const int mb = std::max(1, p.num_microbatches());
     const double ring = (nn - 1) / nn;
     const double dense = busy.dense * grad_bytes;
     double value;
@@ -221,18 +222,27 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
       value = 2 * ring * dense;
       d.substituted = fmt::format("2 x {}/{} x {} x {:g} B = 2({}-1)/{} x {}", n - 1, n,
                                   params_text(busy.dense), grad_bytes, n, n, human_bytes(dense));
-    } else {
+    } else if (p.zero == 1) {
       d.formula =
           "reduce-scatter of the gradients + all-gather of the 16-bit weights: (n-1)/n x params "
           "x (bytes per gradient + 2 B)";
       value = ring * dense + ring * busy.dense * 2.0;
       d.substituted =
           fmt::format("{}/{} x {} x ({:g} B + 2 B)", n - 1, n, params_text(busy.dense), grad_bytes);
+    } else {
+      d.formula =
+          "a reduce-scatter of the gradients per micro-batch (ZeRO-2 keeps only a gradient "
+          "shard) + all-gather of the 16-bit weights: (n-1)/n x params x (micro-batches x bytes "
+          "per gradient + 2 B)";
+      value = mb * ring * dense + ring * busy.dense * 2.0;
+      d.substituted = fmt::format("{}/{} x {} x ({} x {:g} B + 2 B)", n - 1, n,
+                                  params_text(busy.dense), mb, grad_bytes);
     }
     if (busy.expert > 0 && groups.edp.size > 1) {
       const double ne = groups.edp.size, re = (ne - 1) / ne;
       const double ex = busy.expert * grad_bytes;
-      value += p.zero == 0 ? 2 * re * ex : re * ex + re * busy.expert * 2.0;
+      const double reductions = p.zero == 2 ? mb : 1;
+      value += p.zero == 0 ? 2 * re * ex : reductions * re * ex + re * busy.expert * 2.0;
       d.substituted += fmt::format(" + experts over expert-DP {}: {} params", groups.edp.size,
                                    params_text(busy.expert));
     }
@@ -264,7 +274,7 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
     const double gathers = p.recompute == Recompute::kFull ? 2.0 : 1.0;
     const int mb = std::max(1, p.num_microbatches());
     Derivation d;
-    d.quantity = fmt::format("ZeRO-3 traffic per GPU per step (stage {})", e.busiest_stage);
+    d.quantity = fmt::format("ZeRO-3 traffic per GPU per step (stage {})", e.dp_stage);
     d.formula =
         "micro-batches x params x ((forward gathers + 1 backward gather) x 2 B + bytes per "
         "gradient) x (n-1)/n";
@@ -280,7 +290,7 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
   // Pipeline bubble from the estimator's own per-stage times.
   if (p.pp > 1) {
     EstimatorCache cache;
-    PipelineDetail det;
+    StepCosts det;
     estimate(m, c, w, p, EstimatorOptions{}, &cache, &det);
     double t_max = 0, t_sum = 0;
     for (size_t i = 0; i < det.f.size(); ++i) {

@@ -15,6 +15,7 @@
 #include "core/model_spec.h"
 #include "core/plan.h"
 #include "simulator/cost/flops.h"
+#include "simulator/step/step_costs.h"
 
 namespace dtplan {
 
@@ -24,21 +25,6 @@ struct EstimatorOptions {
 
 Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                   const EstimatorOptions& opt = {});
-
-// What the pipeline looks like inside an estimate, for the discrete-event simulator: per rank
-// and micro-batch (all of the rank's chunks), compute time without point-to-point transfers.
-struct PipelineDetail {
-  std::vector<double> f, b, w;
-  double p2p_s = 0;  // one activation send between neighbouring ranks
-  double p2p_bytes = 0;
-  double pipeline_s = 0;  // the closed form's pipeline time (compute + bubble + sends)
-  // Per stage: its data-parallel gradient collectives, alone (empty with ZeRO-3, whose
-  // per-layer gathers stay in closed form), and the exposed part the closed form charged.
-  std::vector<double> dp_s;
-  double dp_exposed_s = 0;
-  // Per stage: exposed TP, CP and EP communication of one micro-batch (all passes), seconds.
-  std::vector<std::array<double, 3>> exposed_tp_cp_ep;
-};
 
 // Per-layer op costs keyed by the plan fields they depend on (tp, cp, sp, micro-batch,
 // recomputation, experts, overlaps), so that a search pays for them once per key instead of once
@@ -58,7 +44,7 @@ class EstimatorCache {
 
  private:
   friend Estimate estimate(const ModelSpec&, const Cluster&, const Workload&, const Plan&,
-                           const EstimatorOptions&, EstimatorCache*, PipelineDetail*);
+                           const EstimatorOptions&, EstimatorCache*, StepCosts*);
   friend double peak_memory_bytes(const ModelSpec&, const Cluster&, const Workload&, const Plan&,
                                   EstimatorCache*);
   friend double step_time_floor(const ModelSpec&, const Cluster&, const Workload&, const Plan&,
@@ -66,10 +52,10 @@ class EstimatorCache {
   std::unique_ptr<Impl> impl_;
 };
 
-// The same estimate, reusing (and filling) the cache; allocates only on a cache miss.
+// The same estimate, reusing (and filling) the cache; allocates only on a cache miss. With
+// `detail`, also the per-stage costs the simulator schedules (allocates).
 Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                  const EstimatorOptions& opt, EstimatorCache* cache,
-                  PipelineDetail* detail = nullptr);
+                  const EstimatorOptions& opt, EstimatorCache* cache, StepCosts* detail = nullptr);
 
 // What a search prunes with, at a fraction of an estimate's cost (same cache, same contract):
 // Exactly estimate(m, c, w, p).memory_peak.total_bytes().

@@ -7,6 +7,21 @@
 
 namespace dtplan {
 
+double grad_bytes_per_param(const Plan& p, Precision precision) {
+  return p.main_grads_fp32 && precision != Precision::kFp16 ? 4.0 : 2.0;
+}
+
+double linear_params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan& p,
+                             const RankLayers& l) {
+  const double t = p.tp;
+  double out = l.total() * static_cast<double>(c.attention_per_layer) / t +
+               l.dense * static_cast<double>(c.dense_mlp_per_layer) / t;
+  if (m.moe)
+    out += l.moe * (static_cast<double>(c.shared_per_moe_layer) / t +
+                    static_cast<double>(c.experts_per_moe_layer) / (p.ep * p.etp));
+  return out;
+}
+
 ParamsOnRank params_on_rank(const ModelSpec& m, const Plan& p, int rank) {
   return params_on_rank(m, count_params(m), p, rank, layers_on_rank(m, p, rank));
 }
@@ -113,8 +128,15 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
   };
   const int copies = schedule.parameter_copies();
   s.weights_bytes = copies * shard(2.0, 3);
-  s.grads_bytes = copies * shard(p.main_grads_fp32 ? 4.0 : 2.0, 2);
+  s.grads_bytes = copies * shard(grad_bytes_per_param(p, w.precision), 2);
   s.optimizer_bytes = copies * shard(12.0, 1);
+  // FP8 training (Transformer Engine) keeps, beside each 16-bit linear weight, its FP8 copy and
+  // the copy's transpose for the backward's data-gradient GEMM (Hopper's FP8 GEMMs take only
+  // the TN layout), cached across the micro-batches of a step: 2 bytes per linear parameter.
+  // Embedding, output layer, norms and router stay in 16-bit. With ZeRO-3 only the gathered
+  // layer has them (buffers below).
+  const bool fp8 = w.precision == Precision::kFp8;
+  if (fp8 && p.zero < 3) s.weights_bytes += copies * 2.0 * linear_params_on_rank(m, counts, p, l);
 
   // Activations: in-flight micro-batches x this rank's layers.
   const double inflight = schedule.inflight_microbatches(rank, p.pp, p.vpp, p.num_microbatches());
@@ -161,7 +183,7 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
       largest =
           std::max(largest, static_cast<double>(c.attention_per_layer + c.shared_per_moe_layer +
                                                 c.experts_per_moe_layer / (p.ep * p.etp)));
-    s.buffers_bytes += 4.0 * largest / p.tp;
+    s.buffers_bytes += (fp8 ? 6.0 : 4.0) * largest / p.tp;  // FP8 copy and transpose
   }
   return s;
 }

@@ -26,6 +26,19 @@ inline constexpr double kCudaContextBytes = 300e6;
 // communicator (NCCL defaults); we budget one such set per parallel dimension in use.
 inline constexpr double kNcclBytesPerCommunicator = 4.0 * 1048576 * 2 * 16;
 
+// Bytes of one parameter's gradient as the framework keeps and reduces it: fp32 main gradients
+// with bf16 and fp8 (Megatron-LM forces accumulate_allreduce_grads_in_fp32 for bf16,
+// megatron/training/arguments.py), the 16-bit training precision with fp16 (Megatron's default
+// there) or when the plan keeps 16-bit gradients (Plan::main_grads_fp32 = false, DeepSpeed's
+// convention). The one rule the memory model and the data-parallel traffic both follow.
+double grad_bytes_per_param(const Plan& p, Precision precision);
+
+// Parameters of one rank that live in the transformer layers' linear layers (what FP8 training
+// keeps FP8 copies of): attention and MLP projections, shared and routed experts.
+struct RankLayers;
+double linear_params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan& p,
+                             const RankLayers& l);
+
 struct ParamsOnRank {
   double dense = 0;   // sharded over the data-parallel group (dp x cp)
   double expert = 0;  // sharded over the expert-data-parallel group
@@ -34,7 +47,6 @@ struct ParamsOnRank {
 
 ParamsOnRank params_on_rank(const ModelSpec& m, const Plan& p, int rank);
 // The same with the counts and the rank's layers already at hand (the estimator's fast path).
-struct RankLayers;
 ParamsOnRank params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan& p, int rank,
                             const RankLayers& l);
 

@@ -622,6 +622,19 @@ class Sim final : public Handler {
     }
     double at = end - std::min(comm_total, end - start);
     trace_events_.push_back({s, name, start, at, StreamKind::kCompute, -1});
+    if (st < in_.zero3_s.size()) {
+      // ZeRO-3 gathers (forward) or gathers and reduce-scatters (backward) of this task's
+      // layers, in proportion to its share of the rank's pass time.
+      const bool fwd = t.pass == kF || t.pass == kFB;
+      const double pass = fwd ? in_.f[st] : in_.b[st] + in_.w[st];
+      const double alone = in_.zero3_s[st][fwd ? 0 : 1];
+      if (pass > 0 && alone > 0) {
+        const double dur = alone * (end - start) / pass;
+        trace_events_.push_back(
+            {s, fwd ? "ZeRO-3 all-gather " + name : "ZeRO-3 all-gather + reduce-scatter " + name,
+             start, start + dur, StreamKind::kDp, -1});
+      }
+    }
     constexpr StreamKind streams[3] = {StreamKind::kTp, StreamKind::kCp, StreamKind::kEp};
     for (size_t k = 0; k < 3; ++k) {
       if (comm[k] <= 0) continue;

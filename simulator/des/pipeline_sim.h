@@ -51,6 +51,11 @@ struct PipelineSimInput {
   // Optional, for the trace: per rank, the exposed TP, CP and EP communication inside one
   // micro-batch's tasks (seconds, all chunks and passes); shown on their own streams.
   std::vector<std::array<double, 3>> comm_s;
+  // Optional, for the trace: per rank, ZeRO-3's parameter gathers of one micro-batch's forward
+  // passes and gathers plus gradient reduce-scatters of its backward (seconds alone, all
+  // chunks); drawn on the dp stream beside the compute they overlap (their exposed part is in
+  // the step's remainder, from the closed form).
+  std::vector<std::array<double, 2>> zero3_s;
 };
 
 // Streams of a simulated rank, for the trace (one thread each).

@@ -66,7 +66,7 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   if (p.pp > 1)
     if (const auto v = validate_schedule(p); !v.empty())
       throw InputError({}, v.front().flag, v.front().reason);
-  PipelineDetail d;
+  StepCosts d;
   StepSimResult r;
   r.estimate = estimate(m, c, w, p, {}, nullptr, &d);
   r.analytic_step_s = r.estimate.step_time_s;
@@ -120,6 +120,7 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   if (dp_simulated) in.dp_s = d.dp_s;
   in.dp_overlap = p.overlap_grad_reduce;
   in.comm_s = d.exposed_tp_cp_ep;
+  in.zero3_s = d.zero3_fwd_bwd_s;
   in.sm_slowdown = link_sharing ? c.profile.efficiency.comm_compute_slowdown : 0.0;
   const PipelineOrder order = p.pp == 1 ? PipelineOrder::kOneFOneB : order_of(p.schedule)->order;
   PipelineSimResult sim = simulate_pipeline(in, order, record_trace);

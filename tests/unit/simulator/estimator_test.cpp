@@ -80,7 +80,7 @@ TEST(Estimator, PipelineExchangesFollowMegatronsBatchedSendRecv) {
     Plan p = plan(8, 8, 4);
     p.vpp = vpp;
     p.schedule = vpp > 1 ? "interleaved" : "1f1b";
-    PipelineDetail det;
+    StepCosts det;
     EstimatorCache cache;
     const Estimate e = estimate(s.model, s.cluster, s.work, p, EstimatorOptions{}, &cache, &det);
     const int b = e.busiest_stage;

@@ -1,0 +1,98 @@
+#include "simulator/cost/dp_cost.h"
+
+#include <algorithm>
+
+#include "simulator/cost/layer_cost.h"
+#include "simulator/workload/op_program.h"
+#include "simulator/workload/stage_layout.h"
+
+namespace dtplan {
+
+DpStage dp_stage(const ModelSpec& m, const ParamCounts& counts, const Plan& p, int rank,
+                 const RankLayers& layers, const Placements& groups, double grad_bytes,
+                 const CollectivePrice& price) {
+  DpStage ds;
+  ds.prm = params_on_rank(m, counts, p, rank, layers);
+  auto reduce = [&](double params, const GroupPlacement& g) {
+    if (g.size <= 1 || params <= 0 || p.zero == 3) return;
+    const double n = g.size;
+    if (p.zero == 0) {
+      ds.reduce_s += price(CollectiveOp::kAllReduce, params * grad_bytes, g);
+      ds.reduce_bytes += params * grad_bytes * 2 * (n - 1) / n;
+    } else {
+      ds.reduce_s += price(CollectiveOp::kReduceScatter, params * grad_bytes, g);
+      ds.reduce_bytes += params * grad_bytes * (n - 1) / n;
+      ds.gather_s += price(CollectiveOp::kAllGather, params * 2.0, g);
+      ds.gather_bytes += params * 2.0 * (n - 1) / n;
+    }
+  };
+  reduce(ds.prm.dense, groups.dp);
+  reduce(ds.prm.expert, groups.edp);
+  if (p.zero == 3 && groups.dp.size > 1) {
+    // Every parameter tensor of a layer is its own collective (DeepSpeed stage 3 / FSDP2).
+    const GroupPlacement& g = groups.dp;
+    const double n = g.size;
+    const double layer_params = ds.prm.total() / std::max(1, layers.total());
+    const int tensors = param_tensors_per_layer(m);
+    auto per_layer = [&](CollectiveOp op, double bytes_per_param) {
+      return tensors * price(op, layer_params / tensors * bytes_per_param, g);
+    };
+    ds.layer_gather_s = per_layer(CollectiveOp::kAllGather, 2.0);
+    ds.layer_reduce_s = per_layer(CollectiveOp::kReduceScatter, grad_bytes);
+    ds.layer_gather_bytes = layer_params * 2.0 * (n - 1) / n;
+    ds.layer_reduce_bytes = layer_params * grad_bytes * (n - 1) / n;
+  }
+  return ds;
+}
+
+namespace {
+
+// The reduction that trails the last backward (ZeRO 0-2): bucketed, it runs with that
+// backward and its last bucket, about a tenth of the traffic, always trails it.
+double trailing_exposed_s(double t, double bw_s, bool bucketed) {
+  return bucketed ? std::max(0.1 * t, t - bw_s) : t;
+}
+
+}  // namespace
+
+DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatches, double f_s,
+                    double bw_s, double slack_s) {
+  DpCost c;
+  const double mb = std::max(1, microbatches);
+  if (p.zero == 3) {
+    if (s.layer_gather_s <= 0 && s.layer_reduce_s <= 0) return c;
+    const double l = std::max(1, layers);
+    const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;  // and recomputed
+    const double t_ag = s.layer_gather_s, t_rs = s.layer_reduce_s;
+    const double per_layer_f = f_s / l, per_layer_bw = bw_s / l;
+    // Forward gathers (l x gathers_f per micro-batch): each behind the previous layer's
+    // forward, except the first, which nothing precedes; backward: the gather and the
+    // reduce-scatter of a layer behind its neighbour's backward.
+    const double fwd_hidden = std::max(0.0, t_ag - per_layer_f / gathers_f);
+    const double exposed_mb =
+        (l * gathers_f - 1) * fwd_hidden + t_ag + l * std::max(0.0, t_ag + t_rs - per_layer_bw);
+    c.time_s = mb * l * ((gathers_f + 1) * t_ag + t_rs);
+    c.bytes = mb * l * ((gathers_f + 1) * s.layer_gather_bytes + s.layer_reduce_bytes);
+    c.exposed_s = std::max(0.0, std::min(c.time_s, mb * exposed_mb) - slack_s);
+  } else if (p.zero == 2) {
+    // A reduce-scatter per micro-batch; each but the last hides behind the next micro-batch.
+    c.time_s = mb * s.reduce_s + s.gather_s;
+    c.bytes = mb * s.reduce_bytes + s.gather_bytes;
+    c.trailing_s = s.reduce_s + s.gather_s;
+    c.trailing_exposed_s =
+        std::max(0.0, trailing_exposed_s(c.trailing_s, bw_s, p.overlap_grad_reduce) - slack_s);
+    const double earlier =
+        p.overlap_grad_reduce ? std::max(0.0, s.reduce_s - (f_s + bw_s)) : s.reduce_s;
+    c.exposed_s = (mb - 1) * earlier + c.trailing_exposed_s;
+  } else {
+    c.time_s = s.reduce_s + s.gather_s;
+    c.bytes = s.reduce_bytes + s.gather_bytes;
+    c.trailing_s = c.time_s;
+    // Stage i's last backward ends i backward slots before the first stage's.
+    c.exposed_s = c.trailing_exposed_s =
+        std::max(0.0, trailing_exposed_s(c.time_s, bw_s, p.overlap_grad_reduce) - slack_s);
+  }
+  return c;
+}
+
+}  // namespace dtplan

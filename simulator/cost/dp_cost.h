@@ -1,0 +1,70 @@
+// Data-parallel communication of one pipeline rank: the gradient reduction and parameter
+// gather of ZeRO 0-2 (Megatron DDP / distributed optimizer, DeepSpeed ZeRO-1/2) and the
+// per-layer gathers and reduce-scatters of ZeRO-3 / FSDP, with what of them the step waits for.
+//
+// Contract: pure functions; collectives are priced through the caller's `CollectivePrice` (the
+// estimator passes its cache). For every result, 0 <= exposed_s <= time_s.
+#pragma once
+
+#include "core/hardware.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "simulator/cost/memory_model.h"
+#include "simulator/workload/op.h"
+
+namespace dtplan {
+
+struct Placements;
+struct RankLayers;
+
+// Prices one collective: seconds for `bytes` over the group `g`.
+struct CollectivePrice {
+  double (*fn)(void* ctx, CollectiveOp op, double bytes, const GroupPlacement& g);
+  void* ctx;
+  double operator()(CollectiveOp op, double bytes, const GroupPlacement& g) const {
+    return fn(ctx, op, bytes, g);
+  }
+};
+
+// One rank's data-parallel collectives, which do not depend on the recomputation, micro-batch,
+// schedule or global batch (the estimator caches them per layout and ZeRO stage).
+struct DpStage {
+  ParamsOnRank prm;
+  // ZeRO 0-2: one gradient reduction (all-reduce, or reduce-scatter with ZeRO 1-2) and the
+  // 16-bit parameter all-gather after the optimizer step (ZeRO 1-2), alone, and bytes sent.
+  double reduce_s = 0, reduce_bytes = 0;
+  double gather_s = 0, gather_bytes = 0;
+  // ZeRO-3, per layer: all-gather of its parameters, reduce-scatter of its gradients (when the
+  // data-parallel group has more than one rank); bytes sent per layer for each.
+  double layer_gather_s = 0, layer_reduce_s = 0;
+  double layer_gather_bytes = 0, layer_reduce_bytes = 0;
+};
+
+DpStage dp_stage(const ModelSpec& m, const ParamCounts& counts, const Plan& p, int rank,
+                 const RankLayers& layers, const Placements& groups, double grad_bytes,
+                 const CollectivePrice& price);
+
+// What one rank's data-parallel communication costs over a step of `microbatches`, given its
+// per-micro-batch forward `f_s` and backward `bw_s` (input and weight gradients, recomputation
+// included) and the `slack_s` its last backward ends before the step's last one:
+// - ZeRO 0-1: one reduction after the last backward; bucketed (overlap_grad_reduce) it runs
+//   with that backward and about a tenth (the last bucket) always trails it.
+// - ZeRO-2: gradients are kept only as a 1/dp shard, so every micro-batch's backward
+//   reduce-scatters its gradients (DeepSpeed stage 2 reduces buckets during each backward);
+//   a micro-batch's reduction hides behind the next micro-batch's compute, the last one's
+//   trails the step like ZeRO-1's.
+// - ZeRO-3: every layer gathers its parameters before its forward (and recomputed forward)
+//   and backward and reduce-scatters its gradients, each micro-batch; a gather prefetches
+//   behind the previous layer's compute, the first layer's has nothing to hide behind.
+struct DpCost {
+  double time_s = 0;     // all of it, alone
+  double exposed_s = 0;  // what the step waits for
+  double bytes = 0;      // sent by this rank
+  // The reduction (and gather) that trails the last backward (ZeRO 0-2), alone, and its part
+  // of exposed_s: what the discrete-event simulator replays on the links.
+  double trailing_s = 0, trailing_exposed_s = 0;
+};
+DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatches, double f_s,
+                    double bw_s, double slack_s);
+
+}  // namespace dtplan

@@ -1,0 +1,63 @@
+// StepCosts: what one training step of a plan costs, computed once by the cost model (the
+// estimator's stage loop, data-parallel and optimizer costs) and read by both evaluators: the
+// closed-form estimate composes it with a schedule's bubble formula, the discrete-event
+// simulator schedules it on streams and links. Neither re-derives a cost.
+//
+// Communication is charged per parallel dimension through CommLedger: each charge adds its
+// time alone, the part of it the step waits for and the bytes it sends, together, so the
+// exposed time of a dimension can never exceed its total.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "core/estimate.h"
+
+namespace dtplan {
+
+// One parallel dimension's communication over a step on one GPU.
+struct CommCharge {
+  double time_s = 0;     // every collective of the dimension, as if alone
+  double exposed_s = 0;  // the part the step waits for (0 <= exposed_s <= time_s)
+  double bytes = 0;      // sent by the GPU
+};
+
+class CommLedger {
+ public:
+  // Charges `count` times a collective (or a sum of them) of `time_s` alone, of which
+  // `exposed_s` is exposed (clamped into [0, time_s]: what is exposed is always a part of
+  // the communication it comes from) and `bytes` sent.
+  void charge(int dim, double time_s, double exposed_s, double bytes, double count = 1) {
+    CommCharge& c = dims_[static_cast<size_t>(dim)];
+    const double t = count * time_s;
+    c.time_s += t;
+    c.exposed_s += exposed_s <= 0 ? 0.0 : (count * exposed_s < t ? count * exposed_s : t);
+    c.bytes += count * bytes;
+  }
+  const CommCharge& operator[](int dim) const { return dims_[static_cast<size_t>(dim)]; }
+  void clear() { dims_ = {}; }
+
+ private:
+  std::array<CommCharge, kCommDims> dims_{};
+};
+
+// The per-stage detail the simulator schedules (allocating; the search's estimates skip it).
+// Per rank and micro-batch, through all of the rank's chunks.
+struct StepCosts {
+  std::vector<double> f, b, w;  // compute, without the pipeline transfers
+  double p2p_s = 0;             // one activation send between neighbouring ranks
+  double p2p_bytes = 0;
+  double pipeline_s = 0;  // the closed form's pipeline time (compute + bubble + sends)
+  // Per stage: its data-parallel gradient collectives of ZeRO 0-2, alone (empty with ZeRO-3),
+  // and the exposed part the closed form charged (the step's largest).
+  std::vector<double> dp_s;
+  double dp_exposed_s = 0;
+  // Per stage, ZeRO-3 only: one micro-batch's parameter gathers in the forward passes, and
+  // gathers plus gradient reduce-scatters in the backward, alone (the closed form charges
+  // their exposed part; the simulator draws them beside the compute they overlap).
+  std::vector<std::array<double, 2>> zero3_fwd_bwd_s;
+  // Per stage: exposed TP, CP and EP communication of one micro-batch (all passes), seconds.
+  std::vector<std::array<double, 3>> exposed_tp_cp_ep;
+};
+
+}  // namespace dtplan
