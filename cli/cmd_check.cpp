@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/framework_check.h"
 #include "cli/options.h"
+#include "core/error.h"
 
 namespace dtplan::cli {
 
@@ -22,11 +24,16 @@ void register_check(CLI::App& app, CommandContext& ctx) {
   static SpecOptions spec;
   static PlanOptions plan;
   static bool json = false;
+  static std::string framework;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
+  add_framework_option(*cmd, framework);
   cmd->add_flag("--json", json, "Machine-readable output");
   cmd->callback([&ctx, cmd] {
     const bool with_cluster = cmd->count("--cluster") + cmd->count("--gpus") > 0;
+    if (!with_cluster && !framework.empty())
+      throw InputError({}, "--framework",
+                       "applies to a plan: give --cluster or --gpus (and the plan flags)");
     ModelSpec m = load_model(spec.model);
     ParamCounts c = count_params(m);
     nlohmann::json j;
@@ -48,6 +55,7 @@ void register_check(CLI::App& app, CommandContext& ctx) {
                    {"active", c.active()}};
     std::vector<Violation> violations;
     std::optional<Resolved> r;
+    std::optional<FrameworkCheck> fw;
     if (with_cluster) {
       r = resolve(spec, plan, violations);
       j["cluster"] = {{"profile", r->cluster.profile.name},
@@ -57,6 +65,10 @@ void register_check(CLI::App& app, CommandContext& ctx) {
       nlohmann::json vs = nlohmann::json::array();
       for (const auto& v : violations) vs.push_back({{"flag", v.flag}, {"reason", v.reason}});
       j["plan"]["violations"] = vs;
+      fw = check_framework(framework, r->plan);
+      j["framework"] = framework_to_json(*fw);
+      if (fw->refusal) j["framework"]["refusal"] = *fw->refusal;
+      j["warnings"] = warnings_to_json(*fw);
     }
     if (json) {
       fmt::print("{}\n", j.dump(2));
@@ -95,6 +107,8 @@ void register_check(CLI::App& app, CommandContext& ctx) {
         fmt::print("plan {}\n", r->plan.describe());
         if (violations.empty()) fmt::print("  valid\n");
         for (const auto& v : violations) fmt::print("  invalid: {}: {}\n", v.flag, v.reason);
+        if (fw->refusal) fmt::print("  refused: --framework: {}\n", *fw->refusal);
+        fmt::print("{}", framework_to_text(*fw));
       }
     }
     if (!violations.empty()) {
@@ -104,6 +118,11 @@ void register_check(CLI::App& app, CommandContext& ctx) {
       else
         for (const auto& v : violations)
           fmt::print(stderr, "dtplan: error: {}: {}\n", v.flag, v.reason);
+      ctx.exit_code = 2;
+    }
+    if (fw && fw->refusal) {
+      // The same message estimate and simulate give (they throw it).
+      fmt::print(stderr, "dtplan: error: {}\n", InputError({}, "--framework", *fw->refusal).what());
       ctx.exit_code = 2;
     }
   });

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
+#include "cli/framework_check.h"
 #include "cli/options.h"
 #include "core/atomic_file.h"
 #include "simulator/analytic/estimator.h"
@@ -17,9 +18,10 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
   static SpecOptions spec;
   static PlanOptions plan;
   static bool json = false;
-  static std::string out, convention = "causal-half";
+  static std::string out, convention = "causal-half", framework;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
+  add_framework_option(*cmd, framework);
   cmd->add_flag("--json", json, "Machine-readable output");
   cmd->add_option("--out,-o", out, "Write the output to this file (atomically)");
   cmd->add_option("--flops-convention", convention,
@@ -30,7 +32,7 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       "With no model, cluster or plan flag, estimates the built-in example: GPT-3 175B on 32 "
       "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
   cmd->callback([&ctx, cmd] {
-    if (!any_option_given(*cmd, {"--json", "--out", "--flops-convention"})) {
+    if (!any_option_given(*cmd, {"--json", "--out", "--flops-convention", "--framework"})) {
       apply_builtin_defaults(spec, plan);
       fmt::print(stderr,
                  "dtplan estimate: no model, cluster or plan given; using the built-in "
@@ -42,6 +44,8 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 2;
       return;
     }
+    const FrameworkCheck fw = check_framework(framework, r.plan);
+    throw_if_refused(fw);
     EstimatorOptions opt;
     opt.flops = convention == "full-attention" ? FlopsConvention::kFullAttention
                                                : FlopsConvention::kCausalHalf;
@@ -56,9 +60,11 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
     if (json) {
       nlohmann::json j = estimate_to_json(r, e, opt.flops);
       j["calibration_warnings"] = flags;
+      j["framework"] = framework_to_json(fw);
+      j["warnings"] = warnings_to_json(fw);
       text = j.dump(2) + "\n";
     } else {
-      text = estimate_to_text(r, e, opt.flops);
+      text = estimate_to_text(r, e, opt.flops) + framework_to_text(fw);
       if (!flags.empty()) {
         text += fmt::format("Calibration: {} input(s) outside the calibrated range of {}:\n",
                             flags.size(), r.cluster.profile.name);

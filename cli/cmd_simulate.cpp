@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
+#include "cli/framework_check.h"
 #include "cli/options.h"
 #include "core/atomic_file.h"
 #include "simulator/des/step_sim.h"
@@ -17,9 +18,10 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   static SpecOptions spec;
   static PlanOptions plan;
   static bool json = false;
-  static std::string trace, contention = "on", ranks = "stage";
+  static std::string trace, contention = "on", ranks = "stage", framework;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
+  add_framework_option(*cmd, framework);
   cmd->add_flag("--json", json, "Machine-readable output (the estimate's fields)");
   cmd->add_option("--trace", trace, "Write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
       ->check([](const std::string& v) { return v.empty() ? "needs a file name" : ""; });
@@ -39,7 +41,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       "With no model, cluster or plan flag, simulates the built-in example: GPT-3 175B on 32 "
       "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
   cmd->callback([&ctx, cmd] {
-    if (!any_option_given(*cmd, {"--json", "--trace", "--contention", "--ranks"})) {
+    if (!any_option_given(*cmd, {"--json", "--trace", "--contention", "--ranks", "--framework"})) {
       apply_builtin_defaults(spec, plan);
       fmt::print(stderr,
                  "dtplan simulate: no model, cluster or plan given; using the built-in example "
@@ -51,6 +53,8 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 2;
       return;
     }
+    const FrameworkCheck fw = check_framework(framework, r.plan);
+    throw_if_refused(fw);
     des::StepSimResult s = des::simulate_step(r.model, r.cluster, r.workload, r.plan,
                                               contention == "on", !trace.empty(), ranks == "all");
     if (!trace.empty()) {
@@ -79,6 +83,8 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
                           {"schedule_inflight_microbatches", s.schedule_inflight_microbatches[i]},
                           {"peak_memory_gib", s.peak_memory_bytes[i] / (1024.0 * 1024 * 1024)}});
       j["simulated_memory"] = stages;
+      j["framework"] = framework_to_json(fw);
+      j["warnings"] = warnings_to_json(fw);
       fmt::print("{}\n", j.dump(2));
     } else {
       fmt::print("{}", estimate_to_text(r, s.estimate, FlopsConvention::kCausalHalf));
@@ -95,6 +101,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
         fmt::print("  {:>5} {:>10.2f} {:>10.2f} {:>12.2f}\n", i, s.peak_inflight_microbatches[i],
                    s.schedule_inflight_microbatches[i],
                    s.peak_memory_bytes[i] / (1024.0 * 1024 * 1024));
+      fmt::print("{}", framework_to_text(fw));
     }
     ctx.exit_code = 0;
   });

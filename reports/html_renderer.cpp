@@ -132,8 +132,16 @@ std::string render_report_html(const ReportData& d) {
   } else {
     const PlanRow& b = d.top.front();
     const Estimate& est = b.estimate;
-    fmt::format_to(out, "<p><b>{}</b> ({} micro-batches)</p>\n<div class=\"cards\">", e(b.layout),
-                   est.microbatches);
+    fmt::format_to(out, "<p><b>{}</b> ({} micro-batches)</p>\n", e(b.layout), est.microbatches);
+    fmt::format_to(out, "<p id=\"framework\">Framework rules applied: {}{}</p>\n", e(d.framework),
+                   d.framework_warnings.empty() ? "; no warnings." : ". Warnings:");
+    if (!d.framework_warnings.empty()) {
+      o += "<ul class=\"warnings\">\n";
+      for (const auto& w : d.framework_warnings)
+        fmt::format_to(out, "<li><code>{}</code>: {}</li>\n", e(w.code), e(w.message));
+      o += "</ul>\n";
+    }
+    o += "<div class=\"cards\">";
     auto card = [&](const std::string& name, const std::string& value) {
       fmt::format_to(out, "<div class=\"card\">{}<b>{}</b></div>", e(name), e(value));
     };

@@ -78,6 +78,11 @@ std::string render_report_markdown(const ReportData& d) {
   } else {
     const Estimate& e = d.top.front().estimate;
     fmt::format_to(out, "**{}** ({} micro-batches)\n\n", c(d.top.front().layout), e.microbatches);
+    fmt::format_to(out, "Framework rules applied: {}{}\n\n", c(d.framework),
+                   d.framework_warnings.empty() ? "; no warnings." : ". Warnings:");
+    for (const auto& w : d.framework_warnings)
+      fmt::format_to(out, "- `{}`: {}\n", c(w.code), c(w.message));
+    if (!d.framework_warnings.empty()) o += "\n";
     table(o, {"figure", "value"},
           {{"step time", fmt::format("{:.3f} s", e.step_time_s)},
            {"tokens/s per GPU", fmt::format("{:.0f}", e.tokens_per_s_per_gpu)},

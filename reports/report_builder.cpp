@@ -123,6 +123,9 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
   d.source_json = source_json;
 
   for (const auto& cand : result.top) d.top.push_back(make_row(m, w, cand));
+  if (!d.top.empty())
+    for (auto& x : framework_warnings(opt.framework, d.top.front().plan))
+      d.framework_warnings.push_back({std::move(x.code), std::move(x.message)});
   for (const auto& cand : result.pareto) d.pareto.push_back(make_row(m, w, cand));
   for (int k = 0; k < kNumRejections; ++k)
     if (result.rejected[static_cast<size_t>(k)] > 0)

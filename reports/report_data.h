@@ -79,6 +79,12 @@ struct Alternative {
   std::string reason;  // one line: "TP16 crosses nodes: exposed TP comm +4.1 s"
 };
 
+// A warning on the recommended plan under the framework's rules (planner/frameworks.h).
+struct WarningRow {
+  std::string code;  // "megatron-fsdp", "zero3-with-pp", ...
+  std::string message;
+};
+
 struct ProvenanceRow {
   std::string field;  // "gpu.peak_tflops"
   std::string value;
@@ -105,7 +111,8 @@ struct ReportData {
   std::string precision, objective, framework;
   SearchStats stats;
 
-  std::vector<PlanRow> top;  // best first; top[0] is the recommended plan
+  std::vector<PlanRow> top;                    // best first; top[0] is the recommended plan
+  std::vector<WarningRow> framework_warnings;  // top[0] under `framework`'s rules
   std::vector<RejectionRow> rejections;
   std::vector<PlanRow> pareto;  // step time vs peak memory
   std::vector<int> heat_tp, heat_pp;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "core/hardware.h"
@@ -77,8 +79,13 @@ class OpList {
     std::memcpy(storage_, o.storage_, size_ * sizeof(Op));
     return *this;
   }
+  // Throws std::length_error past Capacity: the op program outgrew its list (a bug, not input).
   void push(const Op& op) {
-    if (size_ < Capacity) new (storage_ + size_++ * sizeof(Op)) Op(op);
+    if (size_ >= Capacity)
+      throw std::length_error("op program: more than " + std::to_string(Capacity) +
+                              " ops in one list (raise kMaxLayerOps or kMaxEdgeOps in "
+                              "simulator/workload/op_program.h)");
+    new (storage_ + size_++ * sizeof(Op)) Op(op);
   }
   void clear() { size_ = 0; }
   int size() const { return size_; }

@@ -33,6 +33,19 @@ grep -q '^## How the numbers come about' report.md || fail "report.md lacks deri
 grep -q '^## Alternatives' report.md || fail "report.md lacks alternatives"
 passed=$((passed + 1))
 
+# The framework whose rules were applied, with the warnings of the recommended plan (issue #14):
+# none for the built-in example's ZeRO-1 plan; Megatron-FSDP for Llama 3 8B's ZeRO-3 one.
+grep -q '^Framework rules applied: megatron; no warnings.$' report.md || fail "report.md: framework"
+grep -q '<p id="framework">Framework rules applied: megatron' report.html ||
+  fail "report.html: framework"
+"$bin" report --model llama3-8b --cluster dgx-h100 --gpus 64 --gbs 512 --no-alternatives \
+  --out zero3.md 2> /dev/null
+grep -q 'ZeRO-3 recompute' zero3.md || fail "zero3.md: the recommended plan is no longer ZeRO-3"
+grep -q '^- `megatron-fsdp`: ZeRO-3 under Megatron-LM needs Megatron-FSDP' zero3.md ||
+  fail "zero3.md: no megatron-fsdp warning"
+$check md zero3.md
+passed=$((passed + 1))
+
 # Every what-if example, both formats.
 for f in "$root"/examples/whatif/*.yaml; do
   name=$(basename "$f" .yaml)

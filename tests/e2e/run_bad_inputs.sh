@@ -6,7 +6,21 @@
 #
 # usage: run_bad_inputs.sh DTPLAN_BINARY CORPUS_DIR
 # cases.txt lines:  id ;; arguments ;; expected substring      (# starts a comment)
+# An expectation "A ... B" wants A, then B later in the message.
 set -u
+
+# True when every " ... "-separated part of $2 occurs in $1, each after the one before.
+contains_in_order() {
+  local msg=$1 want=$2 part
+  while :; do
+    part=${want%% ... *}
+    [[ "$msg" == *"$part"* ]] || return 1
+    msg=${msg#*"$part"}
+    [[ "$want" == *" ... "* ]] || return 0
+    want=${want#*" ... "}
+  done
+}
+
 bin=$(realpath "$1")
 dir=$2
 cd "$dir" || exit 1
@@ -21,7 +35,7 @@ while IFS= read -r line; do
   rc=$?
   problem=""
   [[ $rc -ne 2 ]] && problem="exit code $rc, expected 2"
-  [[ -z "$problem" && "$err" != *"$want"* ]] && problem="message does not contain: $want"
+  [[ -z "$problem" ]] && ! contains_in_order "$err" "$want" && problem="message does not contain: $want"
   [[ -z "$problem" && "$err" == *"Sanitizer"* ]] && problem="sanitizer report"
   [[ -z "$problem" && "$err" == *"internal error"* ]] && problem="internal error"
   if [[ -n "$problem" ]]; then

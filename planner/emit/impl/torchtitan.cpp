@@ -2,6 +2,7 @@
 // and a Slurm script launching torchrun on every node (CONVENTIONS.md §3 and §5).
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/registry.h"
 #include "planner/emit/i_emitter.h"
 #include "planner/frameworks.h"
@@ -22,11 +23,13 @@ std::string toml_string(const std::string& s) {
   return out + "\"";
 }
 
+// torchtitan's name for the plan's schedule; refusal() keeps out the ones it has not, so an
+// unknown one here is a plan that bypassed it.
 const char* schedule_name(const std::string& s) {
-  if (s == "interleaved") return "Interleaved1F1B";
-  if (s == "gpipe") return "GPipe";
-  if (s == "zb-v") return "ZBVZeroBubble";
-  return "1F1B";
+  if (const char* name = torchtitan_schedule_name(s)) return name;
+  throw InputError({}, "--schedule",
+                   fmt::format("torchtitan has no pipeline schedule '{}'; known: {}", s,
+                               fmt::join(torchtitan_schedules(), ", ")));
 }
 
 class TorchtitanEmitter final : public IEmitter {
