@@ -243,9 +243,10 @@ void memory_peak(MemoryPeak& out, const StageTimes& st, const ModelSpec& m, cons
   // it holds in flight: visited when it holds more (V-shaped schedules hold more on later
   // ranks when the micro-batches are few).
   const int mb = p.num_microbatches();
-  double prev_inflight = msched->inflight_microbatches(1, p.pp, p.vpp, mb);
+  const bool v_shape = msched->v_shape();
+  double prev_inflight = v_shape ? msched->inflight_microbatches(1, p.pp, p.vpp, mb) : 0;
   for (int i = 2; i < pp - 1; ++i) {
-    const double inflight = msched->inflight_microbatches(i, p.pp, p.vpp, mb);
+    const double inflight = v_shape ? msched->inflight_microbatches(i, p.pp, p.vpp, mb) : 0;
     if (!(st.layers[static_cast<size_t>(i)] == st.layers[static_cast<size_t>(i - 1)]) ||
         inflight > prev_inflight)
       visit(i, nullptr);

@@ -33,6 +33,9 @@ class IPipelineSchedule {
   // Peak activations held by pipeline rank `stage`, in units of one micro-batch through all
   // of that rank's layers.
   virtual double inflight_microbatches(int stage, int p, int v, int m) const = 0;
+  // Whether chunks are placed in a V (rank 0 holds the first and the last chunk): its ranks'
+  // in-flight micro-batches need not fall with the stage index.
+  virtual bool v_shape() const { return false; }
   // Parameter copies per rank (DualPipe keeps two).
   virtual int parameter_copies() const { return 1; }
   // Whether the schedule runs v chunks (virtual stages) per rank; `rule` says what it needs.

@@ -33,6 +33,7 @@ class ZbV final : public IPipelineSchedule {
   }
   bool accepts_chunks(int v) const override { return v == 2; }
   const char* chunks_rule() const override { return "vpp must be 2 (two chunks per rank in a V)"; }
+  bool v_shape() const override { return true; }
   double inflight_microbatches(int stage, int p, int, int m) const override {
     return (std::min(m, 2 * p - stage - 1) + std::min(m, stage + 1)) / 2.0;
   }
