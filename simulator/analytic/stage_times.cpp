@@ -137,8 +137,8 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
     // Megatron checkpoints the transformer layers only (megatron/core/transformer/
     // transformer_block.py, _checkpointed_forward), so the embedding and the output layer are
     // not recomputed; charging them as recomputed is what today's fitted profiles were fitted
-    // with (without it the dev set's MAPE goes from 6.38% to 7.1%), so it stays until the
-    // next refit (docs/accuracy.md, issue #14).
+    // with (without it the dev set's MAPE goes from 6.38% to 7.1%, 6.77% after a refit), so
+    // it stays until the missing costs it hides are modelled (docs/performance-model.md §3).
     if (i == 0) add(emb, 1, 1, comm, comp, rec, ovh);
     if (i == pp - 1) add(head, 1, 1, comm, comp, rec, ovh);
     if (pp > 1) {

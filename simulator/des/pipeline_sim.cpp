@@ -35,244 +35,23 @@ const char* stream_name(StreamKind s) {
 
 namespace {
 
+using Task = ScheduleTask;
+using Pass = ScheduleTask::Pass;
+constexpr Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB, kW = ScheduleTask::kW,
+               kBW = ScheduleTask::kBW, kFB = ScheduleTask::kFB;
+
 // Engine event kinds of the simulation.
 enum EventKind : uint32_t { kTaskDone = 0, kArrived = 1, kDpDone = 2 };
 
-// kBW: input and weight gradients as one task in a schedule that splits others (DualPipeV);
-// kFB: DualPipeV's overlapped pair, the forward of (mb, chunk) with the whole backward of
-// (mb2, chunk2). Only kF and kB outputs travel (ready_ has those two rows).
-enum Pass : uint32_t { kF = 0, kB = 1, kW = 2, kBW = 3, kFB = 4 };
-
-struct Task {
-  Pass pass;
-  int mb, chunk;
-  int mb2 = -1, chunk2 = -1;  // the backward half of a kFB pair
-  // The rank communicates after the next task, not after this one: this task's outputs are
-  // sent with the next one's (Megatron's interleaved steady state runs a forward and a
-  // backward back to back, then one batched send/recv for both).
-  bool hold = false;
-  // The rank posts the next receives only once this task's sends have completed (Megatron's
-  // 1F1B warm-up and cool-down call send_forward, then recv_forward, as two blocking calls;
-  // its steady state batches them).
-  bool serial = false;
-};
-
-bool rendezvous(PipelineOrder o) {
-  return o == PipelineOrder::kGPipe || o == PipelineOrder::kOneFOneB ||
-         o == PipelineOrder::kInterleaved;
-}
-
-bool v_shaped(PipelineOrder o) {
-  return o == PipelineOrder::kZbV || o == PipelineOrder::kDualPipeV;
-}
-
-// ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", NeurIPS 2024), built as the
-// handcrafted ZB-V order of sail-sg/zero-bubble-pipeline-parallelism
-// (megatron/core/pipeline_parallel/handcrafted_zb_v): rank s runs
-//   warm-up   2(p-s)-1 F0, then s x (F1 F0), then (p-s) x (F1 B1 W1);
-//   steady    (F0 B0 W0 F1 B1 W1) until every forward has run;
-//   cool-down s x (B0 B1), (p-s) x (B0 W), then the deferred W of chunk 1, then of chunk 0;
-// the cool-down's W are the ones deferred into the slots where rank s would wait for
-// gradients. The order is written for max(m, 2p-1) micro-batches and the passes of those past
-// m are dropped, as the repository does for small m. Every rank holds at most 2p chunk
-// activations (1F1B's p micro-batches). With F = B = W per chunk every rank runs without idling
-// from its first forward (at s x F) to its end, so the step is 6m chunk-passes + (p-1) F: the
-// paper's zero bubble is this idle-free span per rank, which back-to-back steps tile when the
-// optimizer step is not synchronized across ranks (the paper's post-validation); one
-// synchronized step still pays the (p-1) F fill. The repository's greedy (scheduler/zbv.py)
-// finds the same step time when F <= B <= 2W in our checks and a shorter one otherwise (by up
-// to a third of the bubble, for F:B:W = 2:1:1).
-std::vector<Task> zb_v_order(int s, int p, int m) {
-  const int n = std::max(m, 2 * p - 1);
-  std::vector<Task> t;
-  int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
-  for (int i = 0; i < 2 * (p - s) - 1; ++i) t.push_back({kF, f0++, 0});
-  for (int i = 0; i < s; ++i) {
-    t.push_back({kF, f1++, 1});
-    t.push_back({kF, f0++, 0});
-  }
-  for (int i = 0; i < p - s; ++i) {
-    t.push_back({kF, f1, 1});
-    t.push_back({kB, b1, 1});
-    t.push_back({kW, b1, 1});
-    ++f1, ++b1;
-  }
-  while (f1 < f0 || f0 < n) {
-    if (f0 < n) t.push_back({kF, f0++, 0});
-    t.push_back({kB, b0, 0});
-    t.push_back({kW, b0++, 0});
-    t.push_back({kF, f1++, 1});
-    t.push_back({kB, b1, 1});
-    t.push_back({kW, b1++, 1});
-  }
-  int w0 = b0, w1 = b1;
-  for (int i = 0; i < s; ++i) {
-    t.push_back({kB, b0++, 0});
-    t.push_back({kB, b1++, 1});
-  }
-  for (int i = 0; i < p - s; ++i) {
-    t.push_back({kB, b0++, 0});
-    t.push_back({kW, w0++, 0});
-  }
-  while (w1 < b1) t.push_back({kW, w1++, 1});
-  while (w0 < b0) t.push_back({kW, w0++, 0});
-  std::erase_if(t, [m](const Task& k) { return k.mb >= m; });
-  return t;
-}
-
-// DualPipeV (deepseek-ai/DualPipe, dualpipe/dualpipev.py, DualPipeV.step): rank s of p, n
-// micro-batches, in eight phases
-//   1  2(p-s-1) x F0            2  (s+1) x (F0 F1)           3  (p-s-1) x (B1 W F1)
-//   4  (n-2p+s+1) x (F0&B1, F1&B0), on the last rank the first F0&B1 as F0 then B1
-//   5  (p-s-1) x (B1, F1&B0)    6  (s+1) x (B1 B0), the later half with W deferred
-//   7  (p-s-1) x (W B0)         8  (s+1) x W
-// where "F&B" is an overlapped pair (one task here, F + B + W long: no overlap credit), B
-// without a following W in the list is the whole backward (kBW), and W runs the oldest
-// deferred weight gradients (the code's FIFO WeightGradStore). dualpipev.py needs n >= 2p; for
-// fewer micro-batches we lay out n = 2p and drop the passes of micro-batches past m (a pair
-// losing one half becomes the other half alone), which keeps the order free of deadlock
-// because no kept pass depends on a dropped one.
-std::vector<Task> dualpipe_v_order(int s, int p, int m) {
-  const int n = std::max(m, 2 * p);
-  std::vector<Task> t;
-  int f[2] = {0, 0}, b[2] = {0, 0};
-  std::vector<Task> deferred;  // weight gradients not yet run, oldest first
-  size_t next_w = 0;
-  auto fwd = [&](int c) { t.push_back({kF, f[c]++, c}); };
-  auto bwd = [&](int c, bool split) {
-    if (split) {
-      t.push_back({kB, b[c], c});
-      deferred.push_back({kW, b[c], c});
-    } else {
-      t.push_back({kBW, b[c], c});
-    }
-    ++b[c];
-  };
-  auto wgt = [&] { t.push_back(deferred[next_w++]); };
-  auto pair = [&](int cf, int cb) {
-    Task k{kFB, f[cf]++, cf};
-    k.mb2 = b[cb]++;
-    k.chunk2 = cb;
-    t.push_back(k);
-  };
-  const bool last = s == p - 1;
-  for (int i = 0; i < 2 * (p - s - 1); ++i) fwd(0);
-  for (int i = 0; i < s + 1; ++i) fwd(0), fwd(1);
-  for (int i = 0; i < p - s - 1; ++i) bwd(1, true), wgt(), fwd(1);
-  for (int i = 0; i < n - 2 * p + s + 1; ++i) {
-    if (i == 0 && last)
-      fwd(0), bwd(1, false);
-    else
-      pair(0, 1);
-    pair(1, 0);
-  }
-  for (int i = 0; i < p - s - 1; ++i) bwd(1, false), pair(1, 0);
-  // Phase 6: the weight gradients are deferred from the middle pass on (after B1 of the
-  // middle step on even ranks, before it on odd ones), as dualpipev.py does.
-  const int n6 = s + 1;
-  bool split = false;
-  for (int i = 0; i < n6; ++i) {
-    if (i == n6 / 2 && s % 2 == 1) split = true;
-    bwd(1, split);
-    if (i == n6 / 2 && s % 2 == 0) split = true;
-    bwd(0, split);
-  }
-  for (int i = 0; i < p - s - 1; ++i) wgt(), bwd(0, true);
-  for (int i = 0; i < s + 1; ++i) wgt();
-  // Drop the passes of micro-batches past m; a pair keeps the half that remains.
-  std::vector<Task> kept;
-  for (Task k : t) {
-    if (k.pass == kFB) {
-      const bool keep_f = k.mb < m, keep_b = k.mb2 < m;
-      if (keep_f && keep_b)
-        kept.push_back(k);
-      else if (keep_f)
-        kept.push_back({kF, k.mb, k.chunk});
-      else if (keep_b)
-        kept.push_back({kBW, k.mb2, k.chunk2});
-    } else if (k.mb < m) {
-      kept.push_back(k);
-    }
-  }
-  return kept;
-}
-
-// The per-rank task order of each schedule (Narayanan et al. 2021; Megatron schedules.py).
-std::vector<Task> order_for(int s, const PipelineSimInput& in, PipelineOrder order) {
-  const int p = in.p, m = in.m, v = in.v;
-  if (v_shaped(order) && v != 2)
-    throw std::invalid_argument("the V schedules run two chunks per rank (v = 2)");
-  if (order == PipelineOrder::kZbV) return zb_v_order(s, p, m);
-  if (order == PipelineOrder::kDualPipeV) return dualpipe_v_order(s, p, m);
-  std::vector<Task> t;
-  if (order == PipelineOrder::kGPipe) {
-    for (int i = 0; i < m; ++i) t.push_back({kF, i, 0});
-    for (int i = 0; i < m; ++i) t.push_back({kB, i, 0});
-    return t;
-  }
-  if (order == PipelineOrder::kOneFOneB) {
-    const int warm = std::min(p - s - 1, m);
-    int f = 0, b = 0;
-    for (; f < warm; ++f) t.push_back({kF, f, 0});
-    for (Task& k : t) k.serial = true;
-    while (f < m) {
-      t.push_back({kF, f++, 0});
-      t.push_back({kB, b++, 0});
-    }
-    t.back().serial = true;  // the last steady backward sends alone, then receives
-    while (b < m) {
-      t.push_back({kB, b++, 0});
-      t.back().serial = true;
-    }
-    return t;
-  }
-  if (order == PipelineOrder::kZbH1) {
-    // ZB-H1 (Qi et al., ICLR 2024): in step x rank s runs F(x), B(x - (p-1-s)) and
-    // W(x - (p-1)), each when its index is a micro-batch. The warm-up forwards and the
-    // activations held are 1F1B's; deferring W by p-1 steps fills the bubble, which becomes
-    // (p-1)(F + B - W) for m >= p and W <= F.
-    for (int x = 0; x < m + p - 1; ++x) {
-      const int b = x - (p - 1 - s), w = x - (p - 1);
-      if (x < m) t.push_back({kF, x, 0});
-      if (b >= 0 && b < m) t.push_back({kB, b, 0});
-      if (w >= 0 && w < m) t.push_back({kW, w, 0});
-    }
-    return t;
-  }
-  // Interleaved: micro-batches in groups of p; each group runs through chunk 0, then chunk 1,
-  // ... (Megatron's virtual micro-batch order; a last group smaller than p when p does not
-  // divide m, as Megatron-Core's microbatch_group_size_per_vp_stage = p does).
-  std::vector<Task> fwd, bwd;
-  for (int g0 = 0; g0 < m; g0 += p) {
-    const int size = std::min(p, m - g0);
-    for (int c = 0; c < v; ++c)
-      for (int i = 0; i < size; ++i) {
-        fwd.push_back({kF, g0 + i, c});
-        bwd.push_back({kB, g0 + i, v - 1 - c});
-      }
-  }
-  const int total = m * v;
-  const int warm = std::min(total, (p - s - 1) * 2 + (v - 1) * p);
-  int f = 0, b = 0;
-  for (; f < warm; ++f) t.push_back(fwd[static_cast<size_t>(f)]);
-  while (f < total) {
-    t.push_back(fwd[static_cast<size_t>(f++)]);
-    t.back().hold = true;
-    t.push_back(bwd[static_cast<size_t>(b++)]);
-  }
-  while (b < total) t.push_back(bwd[static_cast<size_t>(b++)]);
-  return t;
-}
-
 class Sim final : public Handler {
  public:
-  Sim(const PipelineSimInput& in, PipelineOrder order, bool trace)
+  Sim(const PipelineSimInput& in, const IPipelineSchedule& schedule, bool trace)
       : in_(in),
         engine_(),
         net_(engine_, in.link_sharing),
         trace_(trace),
-        split_w_(order == PipelineOrder::kZbH1 || v_shaped(order)),
-        v_shape_(v_shaped(order)) {
+        split_w_(schedule.splits_weight_gradients()),
+        v_shape_(schedule.v_shape()) {
     id_ = engine_.add_handler(this);
     const int v = in.v, m = in.m;
     const int p = ranks_ = in.p * std::max(1, in.replicas);  // every simulated rank
@@ -280,7 +59,7 @@ class Sim final : public Handler {
       if (s >= in.p)  // replicas run their stage's order
         orders_.push_back(orders_[static_cast<size_t>(s % in.p)]);
       else
-        orders_.push_back(order_for(s, in, order));
+        orders_.push_back(schedule.task_order(s, in.p, in.v, in.m));
       next_.push_back(0);
       busy_.push_back(false);
       sending_.push_back(0);
@@ -327,7 +106,7 @@ class Sim final : public Handler {
     // implementations post their receives ahead (asynchronous p2p): every receive is posted
     // from the start.
     posted_ = ready_;
-    if (!rendezvous(order))
+    if (!schedule.rendezvous_sends())
       for (auto& per_pass : posted_)
         for (auto& per_rank : per_pass) std::fill(per_rank.begin(), per_rank.end(), 1);
     held_.resize(static_cast<size_t>(p));
@@ -736,9 +515,9 @@ class Sim final : public Handler {
 
 }  // namespace
 
-PipelineSimResult simulate_pipeline(const PipelineSimInput& in, PipelineOrder order,
+PipelineSimResult simulate_pipeline(const PipelineSimInput& in, const IPipelineSchedule& schedule,
                                     bool record_trace) {
-  Sim sim(in, order, record_trace);
+  Sim sim(in, schedule, record_trace);
   return sim.run();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/hardware.h"
+#include "simulator/schedule/i_pipeline_schedule.h"
 
 namespace dtplan::des {
 
@@ -20,7 +21,6 @@ namespace dtplan::des {
 // up p-1..0, so the last rank hands chunk 0's output to its own chunk 1 and the loss is on
 // rank 0's chunk 1. ZB-V splits every backward; DualPipeV splits some and runs the others
 // whole or overlapped with a forward (one task, F + B + W long).
-enum class PipelineOrder { kGPipe, kOneFOneB, kInterleaved, kZbH1, kZbV, kDualPipeV };
 
 struct PipelineSimInput {
   int p = 1;  // pipeline ranks
@@ -91,7 +91,8 @@ struct PipelineSimResult {
   std::vector<double> dp_end_s;  // per rank: when its gradient reduction finished
 };
 
-PipelineSimResult simulate_pipeline(const PipelineSimInput& in, PipelineOrder order,
+// Runs each rank's task order of `schedule` (its plug-in's task_order) on the timeline.
+PipelineSimResult simulate_pipeline(const PipelineSimInput& in, const IPipelineSchedule& schedule,
                                     bool record_trace = false);
 
 }  // namespace dtplan::des

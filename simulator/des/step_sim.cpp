@@ -23,27 +23,9 @@ int global_rank(const Plan& p, int dp_i, int pp_i, int tp_cp_i = 0) {
   return tp_cp_i + (pp_inside_dp ? inner * (pp_i + p.pp * dp_i) : inner * (dp_i + p.dp * pp_i));
 }
 
-// The simulator's task order for each schedule plug-in it can order.
-struct OrderName {
-  const char* schedule;
-  PipelineOrder order;
-};
-constexpr OrderName kOrders[] = {{"gpipe", PipelineOrder::kGPipe},
-                                 {"1f1b", PipelineOrder::kOneFOneB},
-                                 {"interleaved", PipelineOrder::kInterleaved},
-                                 {"zb-h1", PipelineOrder::kZbH1},
-                                 {"zb-v", PipelineOrder::kZbV},
-                                 {"dualpipe-v", PipelineOrder::kDualPipeV}};
-
-const OrderName* order_of(const std::string& schedule) {
-  for (const OrderName& o : kOrders)
-    if (schedule == o.schedule) return &o;
-  return nullptr;
-}
-
 }  // namespace
 
-bool simulator_supports(const std::string& s) { return order_of(s) != nullptr; }
+bool simulator_supports(const std::string& s) { return find_schedule(s) != nullptr; }
 
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             bool link_sharing, bool record_trace, bool all_ranks) {
@@ -53,13 +35,8 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
                                  "the default (one rank per stage) covers any size",
                                  kMaxAllRanks, c.num_gpus));
   if (p.pp > 1 && !simulator_supports(p.schedule)) {
-    std::string names;
-    for (const OrderName& o : kOrders)
-      names += fmt::format("{}{}", names.empty() ? "" : ", ", o.schedule);
-    throw InputError({}, "--schedule",
-                     fmt::format("the discrete-event simulator orders {}; '{}' is estimated in "
-                                 "closed form only",
-                                 names, p.schedule));
+    const auto v = validate_schedule(p);
+    throw InputError({}, "--schedule", v.empty() ? "unknown schedule" : v.front().reason);
   }
   // The plan's own checks of its schedule (chunks, micro-batch count), for callers that did
   // not validate it.
@@ -122,8 +99,8 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   in.comm_s = d.exposed_tp_cp_ep;
   in.zero3_s = d.zero3_fwd_bwd_s;
   in.sm_slowdown = link_sharing ? c.profile.efficiency.comm_compute_slowdown : 0.0;
-  const PipelineOrder order = p.pp == 1 ? PipelineOrder::kOneFOneB : order_of(p.schedule)->order;
-  PipelineSimResult sim = simulate_pipeline(in, order, record_trace);
+  const IPipelineSchedule* order = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
+  PipelineSimResult sim = simulate_pipeline(in, *order, record_trace);
   // Live activations: the timeline's peak per stage against the schedule's statement; each
   // stage's memory (the memory model's) with its activation term scaled by the ratio.
   const IPipelineSchedule* sched = find_schedule(p.pp > 1 ? p.schedule : "1f1b");

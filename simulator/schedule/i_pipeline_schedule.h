@@ -1,14 +1,18 @@
 // Plug-in point: a pipeline schedule. One file per schedule in schedule/impl/, registered
 // with DTPLAN_REGISTER under the name users pass to --schedule; `dtplan list schedules`
 // prints them. The analytic estimator asks a schedule for its pipeline time and for how many
-// micro-batches' activations each stage holds at its peak.
+// micro-batches' activations each stage holds at its peak; the discrete-event simulator for
+// each rank's task order, whether weight gradients are split and how sends synchronize. A new
+// schedule is its file plus one line in simulator/CMakeLists.txt.
 //
 // Times are per pipeline rank for one micro-batch through all of that rank's chunks:
 //   f = forward, b = input-gradient backward (with any recomputation), w = weight gradients.
 // Contract: pure functions; arrays have p entries; m >= 1, p >= 1, v >= 1.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dtplan {
 
@@ -26,6 +30,26 @@ struct PipelineTime {
   double bubble_s = 0;  // total minus the busiest rank's m x (f + b + w)
 };
 
+// One task of a pipeline rank's order, as the discrete-event simulator runs it.
+struct ScheduleTask {
+  // kF forward, kB input gradients (with the weight gradients where the schedule does not split
+  // them), kW weight gradients, kBW input and weight gradients as one task in a schedule that
+  // splits others, kFB an overlapped pair: the forward of (mb, chunk) with the whole backward
+  // of (mb2, chunk2) (DualPipeV). Only kF and kB outputs travel between ranks.
+  enum Pass : uint32_t { kF = 0, kB = 1, kW = 2, kBW = 3, kFB = 4 };
+  Pass pass;
+  int mb, chunk;
+  int mb2 = -1, chunk2 = -1;  // the backward half of a kFB pair
+  // The rank communicates after the next task, not after this one: this task's outputs are
+  // sent with the next one's (Megatron's interleaved steady state runs a forward and a
+  // backward back to back, then one batched send/recv for both).
+  bool hold = false;
+  // The rank posts the next receives only once this task's sends have completed (Megatron's
+  // 1F1B warm-up and cool-down call send_forward, then recv_forward, as two blocking calls;
+  // its steady state batches them).
+  bool serial = false;
+};
+
 class IPipelineSchedule {
  public:
   virtual ~IPipelineSchedule() = default;
@@ -36,6 +60,16 @@ class IPipelineSchedule {
   // Whether chunks are placed in a V (rank 0 holds the first and the last chunk): its ranks'
   // in-flight micro-batches need not fall with the stage index.
   virtual bool v_shape() const { return false; }
+  // The task order of pipeline rank `stage` of p, with v chunks and m micro-batches: each
+  // forward and backward (and, where split, weight-gradient) pass of every (micro-batch, chunk)
+  // once, in the order the rank runs them; the simulator runs every registered schedule from
+  // this. Requires accepts_chunks(v) and accepts_microbatches(p, v, m).
+  virtual std::vector<ScheduleTask> task_order(int stage, int p, int v, int m) const = 0;
+  // Whether weight gradients are tasks of their own (zero-bubble and V schedules).
+  virtual bool splits_weight_gradients() const { return false; }
+  // Whether a send waits until its receiver has posted the receive (Megatron's blocking
+  // batched send/recv); otherwise receives are posted ahead (asynchronous point-to-point).
+  virtual bool rendezvous_sends() const { return false; }
   // Parameter copies per rank (DualPipe keeps two).
   virtual int parameter_copies() const { return 1; }
   // Whether the schedule runs v chunks (virtual stages) per rank; `rule` says what it needs.

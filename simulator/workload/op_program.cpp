@@ -330,7 +330,7 @@ void emit_with_backward(const LayerOps& fwd, bool sp, LayerOps& out) {
             // Megatron-LM runs this input-gradient reduce-scatter asynchronously beside the
             // weight-gradient GEMM (LinearWithGradAccumulationAndAsyncCommunication.backward);
             // charging it overlapped moves the dev set's MAPE from 6.38% to 6.45% with today's
-            // fitted profiles, so it lands with the next refit (docs/accuracy.md, issue #14).
+            // fitted profiles and a refit does not recover it (docs/performance-model.md §3).
             bw.collective = CollectiveOp::kReduceScatter;
             bw.name = "tp_reducescatter_bwd";
             out.push(bw);

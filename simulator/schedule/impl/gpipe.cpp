@@ -7,8 +7,16 @@
 
 namespace dtplan {
 namespace {
+constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB;
 class GPipe final : public IPipelineSchedule {
  public:
+  std::vector<ScheduleTask> task_order(int, int, int, int m) const override {
+    std::vector<ScheduleTask> t;
+    for (int i = 0; i < m; ++i) t.push_back({kF, i, 0});
+    for (int i = 0; i < m; ++i) t.push_back({kB, i, 0});
+    return t;
+  }
+  bool rendezvous_sends() const override { return true; }
   PipelineTime time(const PipelineInput& in) const override {
     return pipeline_time_with_bubble(in, 1.0);
   }

@@ -8,8 +8,36 @@
 
 namespace dtplan {
 namespace {
+constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB;
 class Interleaved final : public IPipelineSchedule {
  public:
+  std::vector<ScheduleTask> task_order(int s, int p, int v, int m) const override {
+    std::vector<ScheduleTask> t;
+    // Interleaved: micro-batches in groups of p; each group runs through chunk 0, then chunk 1,
+    // ... (Megatron's virtual micro-batch order; a last group smaller than p when p does not
+    // divide m, as Megatron-Core's microbatch_group_size_per_vp_stage = p does).
+    std::vector<ScheduleTask> fwd, bwd;
+    for (int g0 = 0; g0 < m; g0 += p) {
+      const int size = std::min(p, m - g0);
+      for (int c = 0; c < v; ++c)
+        for (int i = 0; i < size; ++i) {
+          fwd.push_back({kF, g0 + i, c});
+          bwd.push_back({kB, g0 + i, v - 1 - c});
+        }
+    }
+    const int total = m * v;
+    const int warm = std::min(total, (p - s - 1) * 2 + (v - 1) * p);
+    int f = 0, b = 0;
+    for (; f < warm; ++f) t.push_back(fwd[static_cast<size_t>(f)]);
+    while (f < total) {
+      t.push_back(fwd[static_cast<size_t>(f++)]);
+      t.back().hold = true;
+      t.push_back(bwd[static_cast<size_t>(b++)]);
+    }
+    while (b < total) t.push_back(bwd[static_cast<size_t>(b++)]);
+    return t;
+  }
+  bool rendezvous_sends() const override { return true; }
   PipelineTime time(const PipelineInput& in) const override {
     return pipeline_time_with_bubble(in, 1.0 / in.v);
   }

@@ -24,6 +24,19 @@
 namespace dtplan::des {
 namespace {
 
+// The schedules by the names these tests were written with; simulate_pipeline takes the
+// registered plug-in.
+enum class PipelineOrder { kGPipe, kOneFOneB, kInterleaved, kZbH1, kZbV, kDualPipeV };
+const IPipelineSchedule& schedule_of(PipelineOrder o) {
+  static const char* const names[] = {"gpipe", "1f1b", "interleaved",
+                                      "zb-h1", "zb-v", "dualpipe-v"};
+  return *find_schedule(names[static_cast<int>(o)]);
+}
+PipelineSimResult simulate_pipeline(const PipelineSimInput& in, PipelineOrder o,
+                                    bool trace = false) {
+  return des::simulate_pipeline(in, schedule_of(o), trace);
+}
+
 PipelineSimInput uniform(int p, int v, int m, double f, double b) {
   PipelineSimInput in;
   in.p = p;
