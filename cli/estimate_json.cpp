@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "simulator/analytic/estimator.h"
+#include "simulator/step/step_terms.h"
 
 namespace dtplan::cli {
 
@@ -48,15 +49,23 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
                {"attention", p.flash_attention ? "flash" : "unfused"},
                {"microbatches", e.microbatches}};
   j["step_time_s"] = e.step_time_s;
-  nlohmann::json exposed, volume, ctime;
+  nlohmann::json volume, ctime;
   for (int d = 0; d < kCommDims; ++d) {
-    exposed[kCommDimNames[d]] = e.exposed_comm_s[d];
     volume[kCommDimNames[d]] = e.comm_volume_bytes[d];
     ctime[kCommDimNames[d]] = e.comm_time_s[d];
   }
-  j["breakdown"] = {{"compute_s", e.compute_s},   {"recompute_s", e.recompute_s},
-                    {"bubble_s", e.bubble_s},     {"optimizer_s", e.optimizer_s},
-                    {"overhead_s", e.overhead_s}, {"exposed_comm_s", exposed}};
+  // The breakdown from the list of step terms (simulator/step/step_terms.h); a dotted key
+  // nests ("exposed_comm_s.tp").
+  nlohmann::json breakdown = nlohmann::json::object();
+  for (const StepTermValue& t : step_terms(e)) {
+    const std::string key = t.key;
+    const size_t dot = key.find('.');
+    if (dot == std::string::npos)
+      breakdown[key] = t.seconds;
+    else
+      breakdown[key.substr(0, dot)][key.substr(dot + 1)] = t.seconds;
+  }
+  j["breakdown"] = breakdown;
   j["comm_volume_bytes"] = volume;
   j["comm_time_s"] = ctime;
   j["comm_share"] = e.comm_share;
@@ -104,23 +113,10 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                  to_string(r.workload.precision), r.plan.flash_attention ? "flash" : "unfused");
   const double st = e.step_time_s;
   fmt::format_to(out, "{:<28} {:>10.3f} s\n", "step time", st);
-  fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", "compute", e.compute_s, pct(e.compute_s, st));
-  if (e.recompute_s > 0)
-    fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", "recompute", e.recompute_s,
-                   pct(e.recompute_s, st));
-  for (int d = 0; d < kCommDims; ++d)
-    if (e.exposed_comm_s[d] > 0)
-      fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n",
-                     fmt::format("exposed {} comm", kCommDimNames[d]), e.exposed_comm_s[d],
-                     pct(e.exposed_comm_s[d], st));
-  if (e.overhead_s > 0)
-    fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", "framework overhead", e.overhead_s,
-                   pct(e.overhead_s, st));
-  if (e.bubble_s > 0)
-    fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", "pipeline bubble", e.bubble_s,
-                   pct(e.bubble_s, st));
-  fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n\n", "optimizer step", e.optimizer_s,
-                 pct(e.optimizer_s, st));
+  for (const StepTermValue& t : step_terms(e))
+    if (t.always_shown || t.seconds > 0)
+      fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", t.label, t.seconds, pct(t.seconds, st));
+  fmt::format_to(out, "\n");
   fmt::format_to(out, "{:<28} {:>10.0f}  ({:.0f} per GPU)\n", "tokens/s", e.tokens_per_s,
                  e.tokens_per_s_per_gpu);
   fmt::format_to(out, "{:<28} {:>10.{}f}  TFLOP/s per GPU\n", "model FLOPs", e.model_tflops_per_gpu,

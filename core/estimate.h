@@ -23,6 +23,19 @@ struct StageMemory {
   }
 };
 
+// One term of the step-time breakdown as data: its key under "breakdown" in JSON (a dot nests
+// it: "exposed_comm_s.tp"), its label in text and reports, and its seconds. The list of an
+// estimate's terms is step_terms() (simulator/step/step_terms.h): the core terms below, then
+// those of the registered step-term plug-ins; it sums to the step time.
+struct StepTermValue {
+  const char* key;
+  const char* label;
+  double seconds;
+  bool always_shown;  // shown in text even when zero (compute, optimizer)
+};
+// Plug-in step terms an estimate can hold (extra_terms_s, in registry order).
+inline constexpr int kMaxExtraStepTerms = 8;
+
 struct Estimate {
   double step_time_s = 0;
   // Breakdown (sums to step_time_s): busiest pipeline rank's compute over the step, its
@@ -34,6 +47,9 @@ struct Estimate {
   double bubble_s = 0;
   double optimizer_s = 0;
   double overhead_s = 0;
+  // Seconds of each registered step-term plug-in (checkpoint stall, data stall, ...), in the
+  // order of their registry; included in step_time_s.
+  std::array<double, kMaxExtraStepTerms> extra_terms_s{};
   // Communication per GPU per step (bytes each rank sends) and its total time, hidden or not.
   std::array<double, kCommDims> comm_volume_bytes{};
   std::array<double, kCommDims> comm_time_s{};

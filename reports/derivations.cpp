@@ -10,6 +10,7 @@
 #include "simulator/cost/i_collective_algorithm.h"
 #include "simulator/cost/memory_model.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
+#include "simulator/step/step_terms.h"
 #include "simulator/workload/op_program.h"
 #include "simulator/workload/stage_layout.h"
 
@@ -83,18 +84,14 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
   {
     Derivation d;
     d.quantity = "step time";
-    d.formula =
-        "compute + recompute + exposed comm (TP+CP+EP+PP+DP) + pipeline bubble + optimizer + "
-        "framework overhead";
-    double exposed = 0;
-    std::string parts;
-    for (int k = 0; k < kCommDims; ++k) {
-      exposed += e.exposed_comm_s[k];
-      parts += fmt::format("{}{:.3f}", k ? "+" : "", e.exposed_comm_s[k]);
+    // The sum of the breakdown's terms (simulator/step/step_terms.h), in their order.
+    d.value = 0;
+    for (const StepTermValue& t : step_terms(e)) {
+      d.formula += fmt::format("{}{}", d.formula.empty() ? "" : " + ", t.label);
+      d.substituted += fmt::format("{}{:.3f}", d.substituted.empty() ? "" : " + ", t.seconds);
+      d.value += t.seconds;
     }
-    d.value = e.compute_s + e.recompute_s + exposed + e.bubble_s + e.optimizer_s + e.overhead_s;
-    d.substituted = fmt::format("{:.3f} + {:.3f} + ({}) + {:.3f} + {:.3f} + {:.3f} s", e.compute_s,
-                                e.recompute_s, parts, e.bubble_s, e.optimizer_s, e.overhead_s);
+    d.substituted += " s";
     d.result = secs(d.value);
     d.estimator_value = e.step_time_s;
     out.push_back(d);

@@ -10,6 +10,7 @@
 #include "reports/derivations.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/des/step_sim.h"
+#include "simulator/step/step_terms.h"
 
 namespace dtplan::reports {
 
@@ -23,17 +24,8 @@ PlanRow make_row(const ModelSpec& m, const Workload& w, const Candidate& c) {
 }
 
 std::vector<std::pair<std::string, double>> step_components(const Estimate& e) {
-  std::vector<std::pair<std::string, double>> out = {{"compute", e.compute_s},
-                                                     {"recompute", e.recompute_s}};
-  for (int d = 0; d < kCommDims; ++d) {
-    std::string name = kCommDimNames[d];
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
-    out.emplace_back("exposed " + name + " comm", e.exposed_comm_s[d]);
-  }
-  out.emplace_back("pipeline bubble", e.bubble_s);
-  out.emplace_back("optimizer", e.optimizer_s);
-  out.emplace_back("framework overhead", e.overhead_s);
+  std::vector<std::pair<std::string, double>> out;
+  for (const StepTermValue& t : step_terms(e)) out.emplace_back(t.label, t.seconds);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "core/registry.h"
 #include "simulator/analytic/estimator_internal.h"
 #include "simulator/cost/optimizer_cost.h"
+#include "simulator/step/step_terms.h"
 
 namespace dtplan {
 
@@ -242,6 +243,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     if (d != dp_dim) accounted += e.exposed_comm_s[d];
   e.compute_s += std::max(0.0, busy - accounted);
   e.step_time_s = pipe.total_s + exposed_dp + e.optimizer_s;
+  add_registered_step_terms(m, c, w, p, e);  // plug-in terms (step_terms.h)
 
   // Throughput and FLOP utilization.
   StepFlops fl;

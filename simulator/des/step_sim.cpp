@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
+#include "simulator/step/step_terms.h"
 #include "simulator/workload/op.h"
 
 namespace dtplan::des {
@@ -138,8 +139,7 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   e.step_time_s = sim.makespan_s + rest;
   // Everything the breakdown does not attribute otherwise is the simulated bubble, so the
   // breakdown still sums to the step time.
-  e.bubble_s = std::max(0.0, e.step_time_s - (e.compute_s + e.recompute_s + e.overhead_s +
-                                              e.optimizer_s + e.exposed_comm_total_s()));
+  e.bubble_s = std::max(0.0, e.step_time_s - step_terms_without_bubble_s(e));
   const double scale = r.analytic_step_s / e.step_time_s;
   e.mfu *= scale;
   e.hfu *= scale;
