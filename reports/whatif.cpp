@@ -394,19 +394,13 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
     if (!r.top.empty()) {
       c.found = true;
       c.best = make_row(model, w, r.top.front());
-      if (hw.mtbf_per_gpu_hours && hw.checkpoint_write_gbps_per_node) {
-        // A checkpoint holds the 16-bit weights and the fp32 optimizer state (master weights,
-        // Adam m and v): 2 + 12 bytes per parameter, written by every node in parallel.
-        const double bytes = 14.0 * static_cast<double>(count_params(model).total());
+      if (const auto fc = failure_costs(model, cluster, s.restart_s)) {
         c.has_reliability = true;
-        c.checkpoint_s =
-            bytes / (*hw.checkpoint_write_gbps_per_node * units::kGBps * cluster.nodes());
-        c.restart_s = s.restart_s.value_or(c.checkpoint_s);
-        c.job_mtbf_s = job_mtbf_s(*hw.mtbf_per_gpu_hours, cluster.num_gpus);
-        c.checkpoint_interval_s = young_interval_s(c.checkpoint_s, c.job_mtbf_s);
-        c.lost_fraction =
-            std::min(1.0, checkpoint_waste_fraction(c.checkpoint_s, c.checkpoint_interval_s,
-                                                    c.restart_s, c.job_mtbf_s));
+        c.checkpoint_s = fc->checkpoint_s;
+        c.restart_s = fc->restart_s;
+        c.job_mtbf_s = fc->job_mtbf_s;
+        c.checkpoint_interval_s = fc->checkpoint_interval_s;
+        c.lost_fraction = fc->lost_fraction;
         c.goodput_tokens_per_s = c.best.estimate.tokens_per_s * (1.0 - c.lost_fraction);
       }
     } else {
