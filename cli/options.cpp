@@ -1,11 +1,14 @@
 #include "cli/options.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <span>
 
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "simulator/analytic/estimator.h"
 
 namespace dtplan::cli {
@@ -175,7 +178,16 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   p.overlap_param_gather = !o.no_overlap_param_gather;
   p.tp_comm_overlap = o.tp_comm_overlap;
   p.ep_comm_overlap = o.ep_comm_overlap;
-  p.rank_order = o.rank_order;
+  if (const auto order = parse_rank_order(o.rank_order)) {
+    p.rank_order = *order;
+  } else {
+    const auto& names = rank_order_names();
+    violations.push_back(
+        {"--rank-order",
+         fmt::format("unknown rank order '{}'{} (known: {})", o.rank_order,
+                     did_you_mean(o.rank_order, std::span<const std::string>(names)),
+                     fmt::join(names, ", "))});
+  }
   auto v = validate_plan(r.model, r.cluster.num_gpus, w, p);
   violations.insert(violations.end(), v.begin(), v.end());
   p.flash_attention = o.attention == "flash";

@@ -129,11 +129,6 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
     if (p.ep != 1) add("--ep", fmt::format("ep = {} but the model has no experts", p.ep));
     if (p.etp != 1) add("--etp", fmt::format("etp = {} but the model has no experts", p.etp));
   }
-  if (p.rank_order != "tp-cp-ep-dp-pp" && p.rank_order != "tp-cp-ep-pp-dp" &&
-      p.rank_order != "tp-pp-dp")
-    add("--rank-order", fmt::format("unknown rank order '{}' (known: tp-cp-ep-dp-pp, "
-                                    "tp-cp-ep-pp-dp, tp-pp-dp)",
-                                    p.rank_order));
   return v;
 }
 
@@ -149,6 +144,20 @@ std::vector<Violation> validate_against_hardware(const HardwareProfile& hw, cons
                                             "datasheet lists none)",
                                             hw.gpu.name, to_string(w.precision), hw.name)});
   return v;
+}
+
+const std::vector<std::string>& rank_order_names() {
+  static const std::vector<std::string> names = {"tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-pp-dp"};
+  return names;
+}
+
+const char* to_string(RankOrder o) { return rank_order_names()[static_cast<size_t>(o)].c_str(); }
+
+std::optional<RankOrder> parse_rank_order(const std::string& name) {
+  const auto& names = rank_order_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<RankOrder>(i);
+  return std::nullopt;
 }
 
 }  // namespace dtplan

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,17 @@ struct Workload {
 };
 
 enum class Recompute { kNone, kSelective, kFull };
+
+// How ranks are numbered, innermost dimension first (Megatron-LM's --order names): data
+// parallel outside pipeline parallel (the default), or pipeline parallel inside data parallel.
+enum class RankOrder : uint8_t { kTpCpEpDpPp, kTpCpEpPpDp, kTpPpDp };
+const char* to_string(RankOrder o);
+// The known names, in enum order.
+const std::vector<std::string>& rank_order_names();
+// nullopt for an unknown name.
+std::optional<RankOrder> parse_rank_order(const std::string& name);
+// Whether pipeline stages are numbered inside data-parallel replicas ("...-pp-dp").
+inline bool pp_inside_dp(RankOrder o) { return o != RankOrder::kTpCpEpDpPp; }
 const char* to_string(Recompute r);
 
 struct Plan {
@@ -44,7 +56,7 @@ struct Plan {
   // training precision (ZeRO paper / DeepSpeed convention: 16 bytes/param).
   bool main_grads_fp32 =
       true;  // false: unfused attention (materialized s x s scores, softmax, dropout)
-  std::string rank_order = "tp-cp-ep-dp-pp";
+  RankOrder rank_order = RankOrder::kTpCpEpDpPp;
 
   int world() const { return tp * pp * cp * dp; }
   int num_microbatches() const {

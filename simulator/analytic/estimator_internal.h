@@ -31,7 +31,7 @@ struct LayerKey {
   int tp, cp, mbs, ep, etp;
   bool sp, flash, tp_overlap, ep_overlap;
   Recompute recompute;
-  std::string rank_order;
+  RankOrder rank_order;
   bool operator==(const LayerKey&) const = default;
 };
 
@@ -39,7 +39,7 @@ struct LayerKey {
 // characters for every plan of a search costs more than comparing them on a hit.
 struct LayerKeyHash {
   size_t operator()(const LayerKey& k) const {
-    size_t h = k.rank_order.size();
+    size_t h = static_cast<size_t>(k.rank_order);
     for (int v : {k.tp, k.cp, k.mbs, k.ep, k.etp, static_cast<int>(k.recompute),
                   k.sp * 1 + k.flash * 2 + k.tp_overlap * 4 + k.ep_overlap * 8})
       h = h * 1000003u ^ static_cast<size_t>(v);
@@ -71,7 +71,7 @@ inline bool same_layer_key(const LayerKey& k, const Plan& p) {
   return k.tp == p.tp && k.cp == p.cp && k.mbs == p.mbs && k.ep == p.ep && k.etp == p.etp &&
          k.sp == p.sp && k.flash == p.flash_attention && k.tp_overlap == p.tp_comm_overlap &&
          k.ep_overlap == p.ep_comm_overlap && k.recompute == p.recompute &&
-         same_text(k.rank_order, p.rank_order);
+         k.rank_order == p.rank_order;
 }
 
 inline LayerKey layer_key(const Plan& p) {
@@ -216,7 +216,7 @@ struct EstimatorCache::Impl {
   // The last group placement (a search evaluates many plans of one layout in a row).
   bool placed = false;
   int place_tp = 0, place_pp = 0, place_cp = 0, place_dp = 0, place_ep = 0, place_etp = 0;
-  int place_order = -1;  // index in `orders`
+  RankOrder place_order = RankOrder::kTpCpEpDpPp;
   Placements placements;
   // Stage splits seen so far (a search meets a handful), the last one first.
   std::vector<StageSplit> splits;
@@ -234,16 +234,7 @@ struct EstimatorCache::Impl {
     bool operator==(const Shape&) const = default;
   };
   std::optional<Shape> shape;
-  std::string shape_order;
-  int shape_order_id = -1;
-  // The rank orders seen (plans of a search share one): groups_for() compares indices.
-  std::vector<std::string> orders;
-  int order_id(const std::string& order) {
-    for (size_t i = 0; i < orders.size(); ++i)
-      if (same_text(orders[i], order)) return static_cast<int>(i);
-    orders.push_back(order);
-    return static_cast<int>(orders.size() - 1);
-  }
+  RankOrder shape_order = RankOrder::kTpCpEpDpPp;
   const LayerCostSet* shape_costs = nullptr;
   const RankLayers* shape_layers = nullptr;
   // The last FLOP count (depends on the recomputation, the chunks and the global batch).
@@ -341,8 +332,7 @@ struct EstimatorCache::Impl {
     return it->second;
   }
 
-  // `order`: order_id(p.rank_order).
-  const Placements& groups_for(const Plan& p, const Cluster& c, int order) {
+  const Placements& groups_for(const Plan& p, const Cluster& c, RankOrder order) {
     if (!placed || place_tp != p.tp || place_pp != p.pp || place_cp != p.cp || place_dp != p.dp ||
         place_ep != p.ep || place_etp != p.etp || place_order != order) {
       placements = place_groups(p, c.profile, c.num_gpus);

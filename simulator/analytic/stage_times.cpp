@@ -35,18 +35,17 @@ StageTimes& prepare(void* local, const ModelSpec& m, const Cluster& c, const Wor
                                             p.tp_comm_overlap,
                                             p.ep_comm_overlap,
                                             p.uneven_pp};
-    if (!(ci->shape == shape && same_text(ci->shape_order, p.rank_order))) {
+    if (!(ci->shape == shape && ci->shape_order == p.rank_order)) {
       ci->shape.reset();  // until the lookups below are done
       ci->shape_costs = &ci->layer_costs_for(m, c, w, p);
       ci->shape_layers = ci->split_for(m, p);
       ci->shape = shape;
       ci->shape_order = p.rank_order;
-      ci->shape_order_id = ci->order_id(p.rank_order);
     }
     st.costs = ci->shape_costs;
     st.layers = ci->shape_layers;
     // groups_for() compares the layout itself: cheap when it is the last one.
-    st.groups = placement ? &ci->groups_for(p, c, ci->shape_order_id) : nullptr;
+    st.groups = placement ? &ci->groups_for(p, c, p.rank_order) : nullptr;
     st.counts = &ci->counts;
     st.pp = std::min(p.pp, kMaxStages);
     st.mb = std::max(1, p.num_microbatches());

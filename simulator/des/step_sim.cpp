@@ -19,9 +19,9 @@ namespace {
 // Global rank of a (tp, cp, dp, pp) coordinate under the plan's rank order (op_program.cpp's
 // place_groups: tp innermost, then cp, then dp and pp, or pp inside dp).
 int global_rank(const Plan& p, int dp_i, int pp_i, int tp_cp_i = 0) {
-  const bool pp_inside_dp = std::strstr(p.rank_order.c_str(), "pp-dp") != nullptr;
+  const bool pp_in_dp = pp_inside_dp(p.rank_order);
   const int inner = p.tp * p.cp;
-  return tp_cp_i + (pp_inside_dp ? inner * (pp_i + p.pp * dp_i) : inner * (dp_i + p.dp * pp_i));
+  return tp_cp_i + (pp_in_dp ? inner * (pp_i + p.pp * dp_i) : inner * (dp_i + p.dp * pp_i));
 }
 
 }  // namespace

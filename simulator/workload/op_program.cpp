@@ -49,13 +49,12 @@ Placements place_groups(const Plan& p, const HardwareProfile& hw, int num_gpus) 
   // Dense grid: order of the dims in the rank order, innermost first (ep is carved out of
   // cp x dp and has its own grid below).
   int stride = 1;
-  const char* order = p.rank_order.c_str();
-  const bool pp_inside_dp = std::strstr(order, "pp-dp") != nullptr;
+  const bool pp_in_dp = pp_inside_dp(p.rank_order);
   out.tp = place(p.tp, stride, g, num_gpus);
   stride *= p.tp;
   out.cp = place(p.cp, stride, g, num_gpus);
   stride *= p.cp;
-  if (pp_inside_dp) {
+  if (pp_in_dp) {
     out.pp = place(p.pp, stride, g, num_gpus);
     stride *= p.pp;
     out.dp = place(p.dp * p.cp, p.tp, g, num_gpus);  // gradient reduce spans dp x cp
@@ -66,7 +65,7 @@ Placements place_groups(const Plan& p, const HardwareProfile& hw, int num_gpus) 
     out.pp = place(p.pp, stride, g, num_gpus);
   }
   // Gradients are reduced over dp x cp ranks (CP ranks hold the same weights).
-  if (p.cp > 1 && !pp_inside_dp) {
+  if (p.cp > 1 && !pp_in_dp) {
     out.dp = place(p.dp * p.cp, p.tp, g, num_gpus);
   }
   // Expert grid: etp innermost, then ep, then expert-data-parallel.
