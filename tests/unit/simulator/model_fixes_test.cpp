@@ -14,6 +14,7 @@
 #include "simulator/des/step_sim.h"
 #include "simulator/workload/op_program.h"
 #include "simulator/workload/stage_layout.h"
+#include "tests/unit/simulator/test_plans.h"
 
 namespace dtplan {
 namespace {
@@ -148,16 +149,8 @@ TEST(ModelFixes, FpSixteenKeepsSixteenBitGradients) {
 TEST(ModelFixes, ZeroThreeTraceHoldsGathersAndReduceScatters) {
   const ModelSpec m = load_model("gpt3-175b");
   const Cluster c = load_cluster("dgx-a100-80g", 256);
-  Plan p;
-  p.tp = 8;
-  p.pp = 4;
-  p.dp = 8;
-  p.sp = true;
-  p.zero = 3;
-  p.recompute = Recompute::kSelective;
-  p.gbs = 64;
-  Workload w;
-  w.global_batch = 64;
+  const Plan p = testing::megatron_plan(8, 4, 8, 64, /*zero=*/3);
+  const Workload w = testing::workload_for(p);
   const des::StepSimResult r = des::simulate_step(m, c, w, p, true, /*record_trace=*/true);
   int gathers = 0, reduces = 0;
   for (const des::TraceEvent& t : r.trace) {
@@ -178,17 +171,8 @@ TEST(ModelFixes, ExposedTpWithinTotalOnTheReportedPlans) {
   {
     const ModelSpec m = load_model("llama3-70b");
     const Cluster c = load_cluster("dgx-h100", 64);
-    Plan p;
-    p.tp = 8;
-    p.pp = 2;
-    p.dp = 4;
-    p.sp = true;
-    p.zero = 1;
-    p.recompute = Recompute::kSelective;
-    p.gbs = 512;
-    Workload w;
-    w.seq_len = 8192;
-    w.global_batch = 512;
+    const Plan p = testing::megatron_plan(8, 2, 4, 512);
+    Workload w = testing::workload_for(p, 8192);
     w.precision = Precision::kFp8;
     const Estimate e = estimate(m, c, w, p);
     EXPECT_LE(e.exposed_comm_s[kTp], e.comm_time_s[kTp]);

@@ -17,6 +17,7 @@
 #include "simulator/des/pipeline_sim.h"
 #include "simulator/des/step_sim.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
+#include "tests/unit/simulator/test_plans.h"
 
 namespace dtplan {
 namespace {
@@ -105,16 +106,8 @@ TEST(SchedulePlugins, ATestOnlyScheduleIsEstimatedValidatedAndSimulated) {
   ASSERT_NE(std::find(names.begin(), names.end(), "test-eager-1f1b"), names.end());
   const ModelSpec m = load_model("gpt3-175b");
   const Cluster c = load_cluster("dgx-a100-80g", 256);
-  Plan p;
-  p.tp = 8;
-  p.pp = 8;
-  p.dp = 4;
-  p.sp = true;
-  p.zero = 1;
-  p.recompute = Recompute::kSelective;
-  p.gbs = 256;
-  Workload w;
-  w.global_batch = 256;
+  Plan p = testing::megatron_plan(8, 8, 4, 256);
+  const Workload w = testing::workload_for(p);
   p.schedule = "test-eager-1f1b";
   EXPECT_TRUE(validate_schedule(p).empty());
   const Estimate eager = estimate(m, c, w, p);

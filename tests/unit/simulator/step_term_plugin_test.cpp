@@ -10,6 +10,7 @@
 #include "simulator/analytic/estimator.h"
 #include "simulator/des/step_sim.h"
 #include "simulator/step/step_terms.h"
+#include "tests/unit/simulator/test_plans.h"
 
 namespace dtplan {
 namespace {
@@ -29,24 +30,11 @@ class StageStall final : public IStepTerm {
 DTPLAN_REGISTER(IStepTerm, StageStall, "test-stage-stall", "test-only example step term")
 namespace {
 
-Plan gpt3_plan() {
-  Plan p;
-  p.tp = 8;
-  p.pp = 8;
-  p.dp = 4;
-  p.sp = true;
-  p.zero = 1;
-  p.recompute = Recompute::kSelective;
-  p.gbs = 256;
-  return p;
-}
-
 TEST(StepTermPlugin, ARegisteredTermIsInTheStepTheBreakdownAndTheSimulation) {
   const ModelSpec m = load_model("gpt3-175b");
   const Cluster c = load_cluster("dgx-a100-80g", 256);
-  Workload w;
-  w.global_batch = 256;
-  const Plan p = gpt3_plan();
+  const Plan p = testing::megatron_plan(8, 8, 4, 256);
+  const Workload w = testing::workload_for(p);
   const Estimate e = estimate(m, c, w, p);
   EXPECT_DOUBLE_EQ(e.extra_terms_s[0], 0.25 * 7);
   double sum = 0;
