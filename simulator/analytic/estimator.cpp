@@ -143,6 +143,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   const IPipelineSchedule* sched = schedule_of(st, p);
   const PipelineTime pipe = pipeline_time(st, sched, p);
   if (detail) detail->pipeline_s = pipe.total_s;
+  const PipelineInput pipe_in{pp, p.vpp, mb, f.data(), b.data(), wg.data()};
 
   // Data-parallel communication per rank (dp_cost.h); the step waits for the rank that
   // exposes the most.
@@ -157,35 +158,42 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     detail->zero3_fwd_bwd_s.assign(p.zero == 3 ? static_cast<size_t>(pp) : 0,
                                    std::array<double, 2>{-1.0, 0.0});
   }
-  // A middle stage like the previous one has the same reduction, started later (more slack):
-  // it cannot expose more than the previous one. Those are the ranks the stage loop copied
-  // (never the busiest: it is the first rank with the longest time), so only the distinct ranks
-  // are visited, in the same order.
-  for (int k = 0; k < st.n_distinct; ++k) {
-    const int i = st.distinct[static_cast<size_t>(k)];
-    const auto si = static_cast<size_t>(i);
-    if (i >= 2 && i < pp - 1 && stage_layers[si] == stage_layers[si - 1] &&
-        b[si] + wg[si] == b[si - 1] + wg[si - 1] && i != busiest)
-      continue;
-    const DpStage& ds = dp_stage_of(st, m, p, i, grad_bytes, pricer, own_dp);
+  // The stage loop computed the distinct ranks only; the ranks after each one up to the next
+  // hold the same layers and take the same times (they are never the busiest: it is the first
+  // rank with the longest time). Their reduction is the same and only its slack differs; the
+  // schedule's slack is linear in the rank, so the least of a run is at one of its ends: each
+  // run is evaluated at its first and its last rank.
+  auto consider = [&](int i, int like, const DpStage& ds) {
+    const auto si = static_cast<size_t>(like);
     const int layers = std::max(1, stage_layers[si].total());
-    // Stage i finishes i backward slots before stage 0.
-    const double slack = i * (b[si] + wg[si]);
-    const DpCost dc = dp_step_cost(ds, p, layers, mb, f[si], b[si] + wg[si], slack);
-    if (detail) {
-      if (p.zero == 3) {
-        const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;
-        detail->zero3_fwd_bwd_s[si] = {layers * gathers_f * ds.layer_gather_s,
-                                       layers * (ds.layer_gather_s + ds.layer_reduce_s)};
-      } else {
-        detail->dp_s[si] = dc.trailing_s;
-      }
-    }
+    // How much earlier than the step's last backward this rank's last one ends (the schedule's).
+    const double slack = sched->reduction_slack_s(i, pipe_in);
+    const double window = sched->reduction_window_s(i, pipe_in);
+    const DpCost dc = dp_step_cost(ds, p, layers, mb, f[si], b[si] + wg[si], window, slack);
     if (!dp_any || dc.exposed_s > dp_step.exposed_s ||
         (dc.exposed_s == dp_step.exposed_s && dc.time_s > dp_step.time_s)) {
       dp_step = dc;
       dp_rank = i;
       dp_any = true;
+    }
+    return dc;
+  };
+  for (int k = 0; k < st.n_distinct; ++k) {
+    const int i = st.distinct[static_cast<size_t>(k)];
+    const auto si = static_cast<size_t>(i);
+    const DpStage& ds = dp_stage_of(st, m, p, i, grad_bytes, pricer, own_dp);
+    const DpCost dc = consider(i, i, ds);
+    const int run_end = (k + 1 < st.n_distinct ? st.distinct[static_cast<size_t>(k + 1)] : pp) - 1;
+    if (run_end > i) consider(run_end, i, ds);
+    if (detail) {
+      if (p.zero == 3) {
+        const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;
+        const int layers = std::max(1, stage_layers[si].total());
+        detail->zero3_fwd_bwd_s[si] = {layers * gathers_f * ds.layer_gather_s,
+                                       layers * (ds.layer_gather_s + ds.layer_reduce_s)};
+      } else {
+        detail->dp_s[si] = dc.trailing_s;
+      }
     }
   }
   if (detail) {

@@ -56,7 +56,7 @@ double trailing_exposed_s(double t, double bw_s, bool bucketed) {
 }  // namespace
 
 DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatches, double f_s,
-                    double bw_s, double slack_s) {
+                    double bw_s, double window_s, double slack_s) {
   DpCost c;
   const double mb = std::max(1, microbatches);
   if (p.zero == 3) {
@@ -80,7 +80,7 @@ DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatche
     c.bytes = mb * s.reduce_bytes + s.gather_bytes;
     c.trailing_s = s.reduce_s + s.gather_s;
     c.trailing_exposed_s =
-        std::max(0.0, trailing_exposed_s(c.trailing_s, bw_s, p.overlap_grad_reduce) - slack_s);
+        std::max(0.0, trailing_exposed_s(c.trailing_s, window_s, p.overlap_grad_reduce) - slack_s);
     const double earlier =
         p.overlap_grad_reduce ? std::max(0.0, s.reduce_s - (f_s + bw_s)) : s.reduce_s;
     c.exposed_s = (mb - 1) * earlier + c.trailing_exposed_s;
@@ -90,7 +90,7 @@ DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatche
     c.trailing_s = c.time_s;
     // Stage i's last backward ends i backward slots before the first stage's.
     c.exposed_s = c.trailing_exposed_s =
-        std::max(0.0, trailing_exposed_s(c.time_s, bw_s, p.overlap_grad_reduce) - slack_s);
+        std::max(0.0, trailing_exposed_s(c.time_s, window_s, p.overlap_grad_reduce) - slack_s);
   }
   return c;
 }

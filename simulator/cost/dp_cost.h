@@ -48,7 +48,7 @@ DpStage dp_stage(const ModelSpec& m, const ParamCounts& counts, const Plan& p, i
 // per-micro-batch forward `f_s` and backward `bw_s` (input and weight gradients, recomputation
 // included) and the `slack_s` its last backward ends before the step's last one:
 // - ZeRO 0-1: one reduction after the last backward; bucketed (overlap_grad_reduce) it runs
-//   with that backward and about a tenth (the last bucket) always trails it.
+//   with the last backward task (window_s) and about a tenth (the last bucket) always trails it.
 // - ZeRO-2: gradients are kept only as a 1/dp shard, so every micro-batch's backward
 //   reduce-scatters its gradients (DeepSpeed stage 2 reduces buckets during each backward);
 //   a micro-batch's reduction hides behind the next micro-batch's compute, the last one's
@@ -64,7 +64,10 @@ struct DpCost {
   // of exposed_s: what the discrete-event simulator replays on the links.
   double trailing_s = 0, trailing_exposed_s = 0;
 };
+// `window_s`: the rank's last backward task, which a bucketed reduction overlaps (the
+// schedule's reduction_window_s: a whole micro-batch's backward in 1F1B, one chunk's
+// interleaved, the last weight-gradient pass in the zero-bubble schedules).
 DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatches, double f_s,
-                    double bw_s, double slack_s);
+                    double bw_s, double window_s, double slack_s);
 
 }  // namespace dtplan

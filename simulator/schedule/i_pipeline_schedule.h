@@ -70,6 +70,17 @@ class IPipelineSchedule {
   // Whether a send waits until its receiver has posted the receive (Megatron's blocking
   // batched send/recv); otherwise receives are posted ahead (asynchronous point-to-point).
   virtual bool rendezvous_sends() const { return false; }
+  // How long before the step's last backward pass ends rank `stage`'s last one ends (the slack
+  // its data-parallel gradient reduction can use), from the schedule's order: rank i of 1F1B
+  // and GPipe ends i backward passes earlier. Tested against each plug-in's own task order.
+  virtual double reduction_slack_s(int stage, const PipelineInput& in) const {
+    return stage * (in.b[stage] + in.w[stage]);
+  }
+  // The rank's last backward task, which the bucketed gradient reduction overlaps (it starts
+  // as that task produces gradients): the whole backward of a micro-batch in 1F1B and GPipe.
+  virtual double reduction_window_s(int stage, const PipelineInput& in) const {
+    return in.b[stage] + in.w[stage];
+  }
   // Parameter copies per rank (DualPipe keeps two).
   virtual int parameter_copies() const { return 1; }
   // Whether the schedule runs v chunks (virtual stages) per rank; `rule` says what it needs.
@@ -83,6 +94,25 @@ class IPipelineSchedule {
 // Shared helper: steady state m x t_max plus `bubble_units` x (sum of t_i - t_max), where
 // t_i = f_i + b_i + w_i. With uniform stages this is (m + bubble_units (p-1)) t.
 PipelineTime pipeline_time_with_bubble(const PipelineInput& in, double bubble_scale);
+
+// The same with a bubble unit per rank: steady state m x t_max plus the sum of every rank's
+// unit but the slowest rank's, with unit(i) its share of the fill and drain (t_i for 1F1B; with
+// uniform stages this is (p-1) x unit). Matches the simulated timeline with unequal stages
+// (the embedding on the first, the head on the last) where a scale on the sums does not.
+template <typename Unit>
+PipelineTime pipeline_time_with_rank_bubble(const PipelineInput& in, Unit unit) {
+  double t_max = -1, sum = 0, unit_of_max = 0;
+  for (int i = 0; i < in.p; ++i) {
+    const double t = in.f[i] + in.b[i] + in.w[i];
+    const double u = unit(i);
+    sum += u;
+    if (t > t_max) t_max = t, unit_of_max = u;
+  }
+  PipelineTime out;
+  out.bubble_s = sum - unit_of_max > 0 ? sum - unit_of_max : 0.0;
+  out.total_s = in.m * t_max + out.bubble_s;
+  return out;
+}
 
 const IPipelineSchedule* find_schedule(const std::string& name);
 

@@ -106,6 +106,15 @@ class DualPipeV final : public IPipelineSchedule {
     return dualpipe_v_order(s, p, m);
   }
   bool splits_weight_gradients() const override { return true; }
+  // The last task is one chunk's weight gradients.
+  double reduction_window_s(int stage, const PipelineInput& in) const override {
+    return in.w[stage] / 2;
+  }
+  // Phase 8 runs the deferred weight gradients to the end; rank i ends i chunk (B - W) earlier
+  // (with B = W every rank ends together), from the order above.
+  double reduction_slack_s(int stage, const PipelineInput& in) const override {
+    return stage * std::max(0.0, in.b[stage] - in.w[stage]) / 2;
+  }
   PipelineTime time(const PipelineInput& in) const override {
     double f = 0, b = 0, w = 0;
     for (int i = 0; i < in.p; ++i) f += in.f[i], b += in.b[i], w += in.w[i];

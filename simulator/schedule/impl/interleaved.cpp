@@ -38,6 +38,13 @@ class Interleaved final : public IPipelineSchedule {
     return t;
   }
   bool rendezvous_sends() const override { return true; }
+  double reduction_window_s(int stage, const PipelineInput& in) const override {
+    return (in.b[stage] + in.w[stage]) / in.v;  // one chunk's backward
+  }
+  // The cool-down's chunk backwards reach rank 0 last: rank i ends i chunk passes earlier.
+  double reduction_slack_s(int stage, const PipelineInput& in) const override {
+    return stage * (in.b[stage] + in.w[stage]) / in.v;
+  }
   PipelineTime time(const PipelineInput& in) const override {
     return pipeline_time_with_bubble(in, 1.0 / in.v);
   }

@@ -87,13 +87,26 @@ class ZbV final : public IPipelineSchedule {
     return zb_v_order(s, p, m);
   }
   bool splits_weight_gradients() const override { return true; }
+  // The last task is one chunk's weight gradients.
+  double reduction_window_s(int stage, const PipelineInput& in) const override {
+    return in.w[stage] / 2;
+  }
+  // The cool-down's deferred chunk weight gradients end on the last rank last: rank i ends
+  // p - 1 - i steps of W_c - max(0, B_c - W_c) earlier (chunk passes, half the rank's), read
+  // off the order above and checked against it for several F:B:W
+  // (SchedulePlugins.ReductionWindowAndSlackFollowTheTaskOrder).
+  double reduction_slack_s(int stage, const PipelineInput& in) const override {
+    const double w = in.w[stage] / 2, b = in.b[stage] / 2;
+    const double slack = (in.p - 1 - stage) * std::max(0.0, w - std::max(0.0, b - w));
+    // Rank 0 runs the V's last input gradient itself: W_c - B_c less when W_c > B_c.
+    return stage == 0 ? std::max(0.0, slack - std::max(0.0, w - b)) : slack;
+  }
+  // Each rank's fill is half its forward (one chunk), or its input-gradient excess when B
+  // outweighs F and 2W (the V's chunk-level bubble per rank).
   PipelineTime time(const PipelineInput& in) const override {
-    double f = 0, b = 0, w = 0;
-    for (int i = 0; i < in.p; ++i) f += in.f[i], b += in.b[i], w += in.w[i];
-    const double full = f + b + w;
-    const double per_chunk = std::max(f, b + std::max(0.0, b - 2 * w)) / 2;
-    const double scale = full > 0 ? per_chunk / full : 1.0;
-    return pipeline_time_with_bubble(in, scale);
+    return pipeline_time_with_rank_bubble(in, [&](int i) {
+      return std::max(in.f[i], in.b[i] + std::max(0.0, in.b[i] - 2 * in.w[i])) / 2;
+    });
   }
   bool accepts_chunks(int v) const override { return v == 2; }
   const char* chunks_rule() const override { return "vpp must be 2 (two chunks per rank in a V)"; }

@@ -653,3 +653,30 @@ TEST(StepSim, EveryRankAgreesWithOneRankPerStage) {
 
 }  // namespace
 }  // namespace dtplan::des
+
+namespace dtplan::des {
+namespace {
+
+// ZB-H1 with fewer micro-batches than ranks: only m - 1 of the p - 1 fill slots get a
+// deferred W, so the bubble is (p-1)(F+B) - min(m-1, p-1) W (derived from the order; the
+// timeline of the plug-in's own order is the independent check), for every m.
+TEST(PipelineSim, ZbH1BubbleFollowsTheMicroBatchCount) {
+  const IPipelineSchedule& zb = *find_schedule("zb-h1");
+  const double f = 1.0, b = 1.3, w = 0.8;
+  for (int p : {2, 4, 8})
+    for (int m = 1; m <= 2 * p + 1; ++m) {
+      PipelineSimInput in;
+      in.p = p;
+      in.m = m;
+      in.f.assign(static_cast<size_t>(p), f);
+      in.b.assign(static_cast<size_t>(p), b);
+      in.w.assign(static_cast<size_t>(p), w);
+      const double expect = m * (f + b + w) + (p - 1) * (f + b) - std::min(m - 1, p - 1) * w;
+      EXPECT_NEAR(simulate_pipeline(in, zb).makespan_s, expect, 1e-9) << "p " << p << " m " << m;
+      const PipelineInput pin{p, 1, m, in.f.data(), in.b.data(), in.w.data()};
+      EXPECT_NEAR(zb.time(pin).total_s, expect, 1e-9) << "p " << p << " m " << m;
+    }
+}
+
+}  // namespace
+}  // namespace dtplan::des

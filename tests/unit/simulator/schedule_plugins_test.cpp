@@ -101,6 +101,47 @@ TEST(SchedulePlugins, EveryRegisteredOrderIsCompleteAndRuns) {
   }
 }
 
+// What the closed form's data-parallel overlap takes from a schedule, its rank's reduction
+// window (the last backward task) and slack (how much earlier than the step's last backward
+// that task ends), equals what the schedule's own task order does on the timeline, for every
+// registered schedule, with equal stages and several pass ratios.
+TEST(SchedulePlugins, ReductionWindowAndSlackFollowTheTaskOrder) {
+  for (const std::string& name : schedule_names()) {
+    const IPipelineSchedule& s = *find_schedule(name);
+    for (const auto& [f, b, w] : {std::tuple{1.0, 1.4, 0.8}, std::tuple{1.0, 1.0, 1.0},
+                                  std::tuple{1.0, 0.8, 1.0}, std::tuple{1.2, 1.0, 1.2}})
+      for (int p : {2, 4, 8})
+        for (int v : {1, 2, 3})
+          for (int m : {2 * p, 4 * p}) {
+            if (!s.accepts_chunks(v) || !s.accepts_microbatches(p, v, m)) continue;
+            des::PipelineSimInput in;
+            in.p = p;
+            in.v = v;
+            in.m = m;
+            in.f.assign(static_cast<size_t>(p), f);
+            in.b.assign(static_cast<size_t>(p), b);
+            in.w.assign(static_cast<size_t>(p), w);
+            const des::PipelineSimResult r = des::simulate_pipeline(in, s, /*record_trace=*/true);
+            std::vector<double> end(static_cast<size_t>(p), 0), start(static_cast<size_t>(p), 0);
+            for (const des::TraceEvent& t : r.trace) {
+              if (t.stream != des::StreamKind::kCompute || t.name[0] == 'F') continue;
+              const auto st = static_cast<size_t>(t.stage);
+              if (t.end_s > end[st]) end[st] = t.end_s, start[st] = t.start_s;
+            }
+            const double last = *std::max_element(end.begin(), end.end());
+            const PipelineInput pin{p, v, m, in.f.data(), in.b.data(), in.w.data()};
+            for (int i = 0; i < p; ++i) {
+              const auto si = static_cast<size_t>(i);
+              EXPECT_NEAR(s.reduction_slack_s(i, pin), last - end[si], 1e-9)
+                  << name << " p " << p << " v " << v << " m " << m << " rank " << i << " F:B:W "
+                  << f << ":" << b << ":" << w;
+              EXPECT_NEAR(s.reduction_window_s(i, pin), end[si] - start[si], 1e-9)
+                  << name << " p " << p << " v " << v << " m " << m << " rank " << i;
+            }
+          }
+  }
+}
+
 TEST(SchedulePlugins, ATestOnlyScheduleIsEstimatedValidatedAndSimulated) {
   const std::vector<std::string> names = schedule_names();
   ASSERT_NE(std::find(names.begin(), names.end(), "test-eager-1f1b"), names.end());
