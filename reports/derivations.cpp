@@ -300,22 +300,15 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
     const int mb = std::max(1, p.num_microbatches());
     Derivation d;
     d.quantity = fmt::format("pipeline bubble ({})", p.schedule);
-    if (p.schedule == "1f1b" || p.schedule == "gpipe" || p.schedule == "interleaved") {
-      const double v = p.schedule == "interleaved" ? p.vpp : 1;
-      d.formula =
-          "(1/v) x (sum over stages of t_i - t_max), t_i = one micro-batch's F+B+W on stage i "
-          "with its point-to-point exchanges; with equal stages (p-1)/(v m) of the m x t_max "
-          "steady state";
-      d.value = std::max(0.0, (t_sum - t_max) / v);
-      d.substituted = fmt::format(
-          "(1/{:g}) x ({:.4f} - {:.4f}) s; here (p-1)/(v m) = {}/({:g} x {}) = {:.4f}, actual "
-          "bubble / (m t_max) = {:.4f}",
-          v, t_sum, t_max, p.pp - 1, v, mb, (p.pp - 1) / (v * mb), d.value / (mb * t_max));
-    } else {
-      d.formula = "schedule's pipeline time - m x t_max";
-      d.value = std::max(0.0, det.pipeline_s - mb * t_max);
-      d.substituted = fmt::format("{:.4f} s - {} x {:.4f} s", det.pipeline_s, mb, t_max);
-    }
+    // The schedule plug-in's own formula and pipeline time.
+    const IPipelineSchedule* sched = find_schedule(p.schedule);
+    d.formula = std::string(sched ? sched->bubble_formula() : "pipeline time - m x t_max") +
+                "; t_i = one micro-batch's F+B+W on rank i with its exchanges";
+    d.value = std::max(0.0, det.pipeline_s - mb * t_max);
+    d.substituted = fmt::format(
+        "pipeline time {:.4f} s - {} x t_max {:.4f} s (sum of t_i {:.4f} s); bubble / (m t_max) "
+        "= {:.4f}",
+        det.pipeline_s, mb, t_max, t_sum, d.value / (mb * t_max));
     d.result = secs(d.value);
     d.estimator_value = e.bubble_s;
     out.push_back(d);

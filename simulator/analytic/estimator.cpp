@@ -143,7 +143,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   const IPipelineSchedule* sched = schedule_of(st, p);
   const PipelineTime pipe = pipeline_time(st, sched, p);
   if (detail) detail->pipeline_s = pipe.total_s;
-  const PipelineInput pipe_in{pp, p.vpp, mb, f.data(), b.data(), wg.data()};
+  const PipelineInput pipe_in{pp, p.vpp, mb, f.data(), b.data(), wg.data(), st.t_p2p};
 
   // Data-parallel communication per rank (dp_cost.h); the step waits for the rank that
   // exposes the most.

@@ -198,7 +198,7 @@ const IPipelineSchedule* schedule_of(const StageTimes& st, const Plan& p) {
 }
 
 PipelineTime pipeline_time(const StageTimes& st, const IPipelineSchedule* sched, const Plan& p) {
-  PipelineInput in{st.pp, p.vpp, st.mb, st.f.data(), st.b.data(), st.wg.data()};
+  PipelineInput in{st.pp, p.vpp, st.mb, st.f.data(), st.b.data(), st.wg.data(), st.t_p2p};
   return sched ? sched->time(in) : PipelineTime{st.mb * st.busiest_t, 0};
 }
 

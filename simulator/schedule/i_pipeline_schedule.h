@@ -23,6 +23,9 @@ struct PipelineInput {
   const double* f = nullptr;
   const double* b = nullptr;
   const double* w = nullptr;
+  // One point-to-point exchange between neighbouring ranks (already charged per pass inside
+  // f and b as the steady state batches them); a schedule adds what its fill and drain pay.
+  double p2p_s = 0;
 };
 
 struct PipelineTime {
@@ -81,6 +84,9 @@ class IPipelineSchedule {
   virtual double reduction_window_s(int stage, const PipelineInput& in) const {
     return in.b[stage] + in.w[stage];
   }
+  // The bubble in words and symbols, for reports' derivations (t_i: one micro-batch's F+B+W on
+  // rank i with its steady-state exchanges).
+  virtual const char* bubble_formula() const { return "sum over ranks of t_i - t_max"; }
   // Parameter copies per rank (DualPipe keeps two).
   virtual int parameter_copies() const { return 1; }
   // Whether the schedule runs v chunks (virtual stages) per rank; `rule` says what it needs.

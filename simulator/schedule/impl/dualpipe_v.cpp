@@ -101,6 +101,10 @@ std::vector<ScheduleTask> dualpipe_v_order(int s, int p, int m) {
 
 class DualPipeV final : public IPipelineSchedule {
  public:
+  const char* bubble_formula() const override {
+    return "(PP/2 - 1)(F&B + B - 3W) with PP = 2p chunk-stages, as a share of the ranks' sum of "
+           "t_i - t_max";
+  }
   std::vector<ScheduleTask> task_order(int s, int p, int v, int m) const override {
     if (v != 2) throw std::invalid_argument("the V schedules run two chunks per rank (v = 2)");
     return dualpipe_v_order(s, p, m);

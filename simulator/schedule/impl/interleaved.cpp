@@ -11,6 +11,10 @@ namespace {
 constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB;
 class Interleaved final : public IPipelineSchedule {
  public:
+  const char* bubble_formula() const override {
+    return "(1/v) x (sum over ranks of t_i - t_max) + (2(p-1) + (v-2)p) x one exchange (the "
+           "warm-up and cool-down exchange after every chunk pass)";
+  }
   std::vector<ScheduleTask> task_order(int s, int p, int v, int m) const override {
     std::vector<ScheduleTask> t;
     // Interleaved: micro-batches in groups of p; each group runs through chunk 0, then chunk 1,
@@ -45,8 +49,19 @@ class Interleaved final : public IPipelineSchedule {
   double reduction_slack_s(int stage, const PipelineInput& in) const override {
     return stage * (in.b[stage] + in.w[stage]) / in.v;
   }
+  // The steady state batches a forward's and a backward's exchanges into one (charged in f and
+  // b); the warm-up and cool-down exchange after every chunk pass (Megatron's p2p_communicate
+  // per warm-up forward and cool-down backward), which puts 2(p-1) + (v-2)p more exchanges on
+  // the critical path whatever m [derived from the order below on the timeline:
+  // SchedulePlugins.InterleavedFillAndDrainExchanges].
   PipelineTime time(const PipelineInput& in) const override {
-    return pipeline_time_with_bubble(in, 1.0 / in.v);
+    PipelineTime t = pipeline_time_with_bubble(in, 1.0 / in.v);
+    if (in.p > 1) {
+      const double extra = (2.0 * (in.p - 1) + (in.v - 2.0) * in.p) * in.p2p_s;
+      t.bubble_s += extra;
+      t.total_s += extra;
+    }
+    return t;
   }
   bool accepts_chunks(int v) const override { return v >= 2; }
   const char* chunks_rule() const override { return "vpp must be >= 2"; }

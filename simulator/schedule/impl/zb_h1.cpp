@@ -10,6 +10,10 @@ namespace {
 constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB, kW = ScheduleTask::kW;
 class ZbH1 final : public IPipelineSchedule {
  public:
+  const char* bubble_formula() const override {
+    return "sum over ranks but the slowest of (F_i + B_i - f W_i), f = min(m-1, p-1)/(p-1): the "
+           "deferred weight gradients fill the rest";
+  }
   std::vector<ScheduleTask> task_order(int s, int p, int, int m) const override {
     std::vector<ScheduleTask> t;
     // ZB-H1 (Qi et al., ICLR 2024): in step x rank s runs F(x), B(x - (p-1-s)) and

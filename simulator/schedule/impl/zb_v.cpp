@@ -82,6 +82,10 @@ std::vector<ScheduleTask> zb_v_order(int s, int p, int m) {
 
 class ZbV final : public IPipelineSchedule {
  public:
+  const char* bubble_formula() const override {
+    return "sum over ranks but the slowest of max(F_i, B_i + max(0, B_i - 2W_i)) / 2 (the V's "
+           "chunk-level fill)";
+  }
   std::vector<ScheduleTask> task_order(int s, int p, int v, int m) const override {
     if (v != 2) throw std::invalid_argument("the V schedules run two chunks per rank (v = 2)");
     return zb_v_order(s, p, m);

@@ -140,10 +140,10 @@ TEST(StepCostsProperty, InvariantsHoldOnRandomPlans) {
 
 // With contention off the simulator replays the closed form's costs on a timeline; it differs
 // only where a timeline knows more than a formula (schedule order). Measured per schedule on
-// 1,000 random plans and printed; asserted within 1% without a pipeline and for 1F1B on an even
-// split, where the bubble formula is exact for the timeline. The other schedules differ by
-// more on random plans (few micro-batches, uneven stages: docs/simulator.md has the table);
-// that gap is open (issue #14) and this test shows it.
+// 1,000 random plans and printed; asserted within 1% without a pipeline, for 1F1B on an even
+// split and for interleaved 1F1B, where the closed form follows the schedule's order. The other
+// schedules differ by more on random plans (few micro-batches, uneven stages: docs/simulator.md
+// has the table); that gap is open (issue #14) and this test shows it.
 TEST(StepCostsProperty, SimulatorAgreesWithTheClosedFormOnRandomPlans) {
   PlanSource src;
   struct Stats {
@@ -174,7 +174,7 @@ TEST(StepCostsProperty, SimulatorAgreesWithTheClosedFormOnRandomPlans) {
   for (const auto& [name, st] : by_schedule)
     std::printf("%-12s %4d plans, %3d beyond 1%%, worst %.2f%% (%s)\n", name.c_str(), st.plans,
                 st.over_1pct, 100 * st.worst, st.worst_plan.c_str());
-  for (const char* exact : {"no pipeline", "1f1b"}) {
+  for (const char* exact : {"no pipeline", "1f1b", "interleaved", "interleaved uneven"}) {
     ASSERT_TRUE(by_schedule.count(exact)) << exact << " never drawn";
     EXPECT_LE(by_schedule[exact].worst, 0.01) << exact << ": " << by_schedule[exact].worst_plan;
   }
