@@ -129,6 +129,13 @@ class DualPipeV final : public IPipelineSchedule {
     return pipeline_time_with_bubble(in, scale);
   }
   bool accepts_chunks(int v) const override { return v == 2; }
+  // DualPipeV.step asserts num_chunks >= num_ranks * 2 (deepseek-ai/DualPipe
+  // dualpipe/dualpipev.py, line 318 at commit 3da1bbe).
+  bool accepts_microbatches(int p, int, int m) const override { return m >= 2 * p; }
+  const char* microbatches_rule() const override {
+    return "DualPipeV needs at least 2 x pp micro-batches (dualpipev.py asserts num_chunks >= "
+           "num_ranks * 2)";
+  }
   const char* chunks_rule() const override { return "vpp must be 2 (two chunks per rank in a V)"; }
   bool v_shape() const override { return true; }
   double inflight_microbatches(int stage, int p, int, int m) const override {
