@@ -167,7 +167,7 @@ TEST(StepCostsProperty, SimulatorAgreesWithTheClosedFormOnRandomPlans) {
     st.over_1pct += rel > 0.01;
     if (rel > st.worst) {
       st.worst = rel;
-      st.worst_plan = d.model->name + " " + d.plan.describe();
+      st.worst_plan = d.model->name + " on " + d.cluster.profile.name + " " + d.plan.describe();
     }
     ++checked;
   }
