@@ -150,6 +150,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   const double grad_bytes = grad_bytes_per_param(p, w.precision);
   DpPricer pricer{&st, &hw, {}, 0, 0};
   DpStage own_dp;  // without a cache
+  ParamsOnRank busiest_prm;
   DpCost dp_step;  // of the rank the step waits for
   int dp_rank = busiest;
   bool dp_any = false;
@@ -182,9 +183,12 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     const int i = st.distinct[static_cast<size_t>(k)];
     const auto si = static_cast<size_t>(i);
     const DpStage& ds = dp_stage_of(st, m, p, i, grad_bytes, pricer, own_dp);
+    if (i == busiest) busiest_prm = ds.prm;  // the busiest rank is always a distinct one
     const DpCost dc = consider(i, i, ds);
     const int run_end = (k + 1 < st.n_distinct ? st.distinct[static_cast<size_t>(k + 1)] : pp) - 1;
-    if (run_end > i) consider(run_end, i, ds);
+    if (run_end > i &&
+        sched->reduction_slack_s(run_end, pipe_in) < sched->reduction_slack_s(i, pipe_in))
+      consider(run_end, i, ds);
     if (detail) {
       if (p.zero == 3) {
         const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;
@@ -228,8 +232,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   }
   const double exposed_dp = comm[dp_dim].exposed_s;
 
-  const DpStage& busiest_dp = dp_stage_of(st, m, p, busiest, grad_bytes, pricer, own_dp);
-  e.optimizer_s = optimizer_step_s(hw, w.precision, p, busiest_dp.prm);
+  e.optimizer_s = optimizer_step_s(hw, w.precision, p, busiest_prm);
 
   // Breakdown of the busiest rank's time.
   e.busiest_stage = busiest;
