@@ -194,3 +194,30 @@ TEST(ModelFixes, ExposedTpWithinTotalOnTheReportedPlans) {
 
 }  // namespace
 }  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// Sequence parallelism: the backward re-gathers each TP block's sequence-sharded input for its
+// weight gradient, overlapped with the input-gradient GEMM (Megatron-LM
+// LinearWithGradAccumulationAndAsyncCommunication.backward, async_op=True). On GPT-3 TP8 with
+// its large GEMMs the re-gathers hide entirely: total minus exposed TP time is exactly the
+// re-gathers, two per layer (attention and MLP) and one for the output layer per micro-batch,
+// each an all-gather of the [s b, h] activation over the TP group, priced here by the
+// collective cost model.
+TEST(ModelFixes, SequenceParallelReGathersHideBehindTheInputGradient) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const Cluster c = load_cluster("dgx-a100-80g", 64);
+  const Plan p = testing::megatron_plan(8, 1, 8, 64);
+  const Workload w = testing::workload_for(p);
+  const Estimate e = estimate(m, c, w, p);
+  const GroupPlacement& tp = place_groups(p, c.profile, 64).tp;
+  const double activation_bytes = 1.0 * p.mbs * w.seq_len * m.hidden * 2;  // bf16
+  const double regather =
+      collective_cost(c.profile, CollectiveOp::kAllGather, activation_bytes, tp).time_s;
+  const double expect = p.num_microbatches() * (m.layers * 2 + 1) * regather;
+  EXPECT_NEAR(e.comm_time_s[kTp] - e.exposed_comm_s[kTp], expect, 1e-9 * expect);
+}
+
+}  // namespace
+}  // namespace dtplan
