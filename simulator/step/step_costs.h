@@ -48,8 +48,10 @@ struct StepCosts {
   double p2p_s = 0;             // one activation send between neighbouring ranks
   double p2p_bytes = 0;
   double pipeline_s = 0;  // the closed form's pipeline time (compute + bubble + sends)
-  // Per stage: its data-parallel gradient collectives of ZeRO 0-2, alone (empty with ZeRO-3),
-  // and the exposed part the closed form charged (the step's largest).
+  // Per stage: the data-parallel reduction that trails its last backward (ZeRO 0-1: the
+  // step's one reduction and gather; ZeRO-2: the last micro-batch's reduce-scatter and the
+  // gather), alone (empty with ZeRO-3), and that reduction's exposed part as the closed form
+  // charged it on the rank the step waits for. ZeRO-2's earlier reductions stay closed form.
   std::vector<double> dp_s;
   double dp_exposed_s = 0;
   // Per stage, ZeRO-3 only: one micro-batch's parameter gathers in the forward passes, and
