@@ -1,30 +1,13 @@
 // Latency of one analytic estimate (issue #3 target: <= 2 us, no heap allocation in the hot
-// path). Heap allocations are counted by replacing global operator new for this binary; the
-// counter is reported per estimate and must read 0.
+// path). Heap allocations are counted by replacing global operator new for this binary
+// (alloc_counter.cpp); the counter is reported per estimate and must read 0.
 //
 //   ./build/bench/estimator_bench --benchmark_min_time=0.5
-// GCC cannot see that the replaced operator new pairs with free() here.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #include <benchmark/benchmark.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
+#include "bench/alloc_counter.h"
 #include "core/catalog.h"
 #include "simulator/analytic/estimator.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace dtplan {
 namespace {
@@ -56,13 +39,14 @@ Fixture make(const char* model, const char* profile, int gpus, int tp, int pp, i
 void run(benchmark::State& state, const Fixture& f) {
   // Warm the registries and caches outside the timed loop.
   benchmark::DoNotOptimize(estimate(f.model, f.cluster, f.work, f.plan));
-  const long before = g_allocations.load();
+  const long before = testing::heap_allocations();
   for (auto _ : state) {
     Estimate e = estimate(f.model, f.cluster, f.work, f.plan);
     benchmark::DoNotOptimize(e);
   }
   state.counters["allocs_per_estimate"] =
-      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations());
+      static_cast<double>(testing::heap_allocations() - before) /
+      static_cast<double>(state.iterations());
 }
 
 // The search's hot path: per-layer costs cached per layer key (EstimatorCache), the rest of the
@@ -70,13 +54,14 @@ void run(benchmark::State& state, const Fixture& f) {
 void run_cached(benchmark::State& state, const Fixture& f) {
   EstimatorCache cache;
   benchmark::DoNotOptimize(estimate(f.model, f.cluster, f.work, f.plan, {}, &cache));
-  const long before = g_allocations.load();
+  const long before = testing::heap_allocations();
   for (auto _ : state) {
     Estimate e = estimate(f.model, f.cluster, f.work, f.plan, {}, &cache);
     benchmark::DoNotOptimize(e);
   }
   state.counters["allocs_per_estimate"] =
-      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations());
+      static_cast<double>(testing::heap_allocations() - before) /
+      static_cast<double>(state.iterations());
 }
 
 void BM_Gpt3_1024Gpus_Cached(benchmark::State& s) {

@@ -164,11 +164,11 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   // rank with the longest time). Their reduction is the same and only its slack differs; the
   // schedule's slack is linear in the rank, so the least of a run is at one of its ends: each
   // run is evaluated at its first and its last rank.
-  auto consider = [&](int i, int like, const DpStage& ds) {
+  // `slack`: how much earlier than the step's last backward rank i's last one ends (the
+  // schedule's).
+  auto consider = [&](int i, int like, const DpStage& ds, double slack) {
     const auto si = static_cast<size_t>(like);
     const int layers = std::max(1, stage_layers[si].total());
-    // How much earlier than the step's last backward this rank's last one ends (the schedule's).
-    const double slack = sched->reduction_slack_s(i, pipe_in);
     const double window = sched->reduction_window_s(i, pipe_in);
     const DpCost dc = dp_step_cost(ds, p, layers, mb, f[si], b[si] + wg[si], window, slack);
     if (!dp_any || dc.exposed_s > dp_step.exposed_s ||
@@ -184,11 +184,13 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     const auto si = static_cast<size_t>(i);
     const DpStage& ds = dp_stage_of(st, m, p, i, grad_bytes, pricer, own_dp);
     if (i == busiest) busiest_prm = ds.prm;  // the busiest rank is always a distinct one
-    const DpCost dc = consider(i, i, ds);
+    const double slack = sched->reduction_slack_s(i, pipe_in);
+    const DpCost dc = consider(i, i, ds, slack);
     const int run_end = (k + 1 < st.n_distinct ? st.distinct[static_cast<size_t>(k + 1)] : pp) - 1;
-    if (run_end > i &&
-        sched->reduction_slack_s(run_end, pipe_in) < sched->reduction_slack_s(i, pipe_in))
-      consider(run_end, i, ds);
+    if (run_end > i) {
+      const double end_slack = sched->reduction_slack_s(run_end, pipe_in);
+      if (end_slack < slack) consider(run_end, i, ds, end_slack);
+    }
     if (detail) {
       if (p.zero == 3) {
         const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;

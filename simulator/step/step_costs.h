@@ -5,7 +5,7 @@
 //
 // Communication is charged per parallel dimension through CommLedger: each charge adds its
 // time alone, the part of it the step waits for and the bytes it sends, together, so the
-// exposed time of a dimension can never exceed its total.
+// exposed time of a dimension is the sum of parts of its total.
 #pragma once
 
 #include <array>
@@ -25,13 +25,13 @@ struct CommCharge {
 class CommLedger {
  public:
   // Charges `count` times a collective (or a sum of them) of `time_s` alone, of which
-  // `exposed_s` is exposed (clamped into [0, time_s]: what is exposed is always a part of
-  // the communication it comes from) and `bytes` sent.
+  // `exposed_s` is exposed, and `bytes` sent. Precondition: 0 <= exposed_s <= time_s (the cost
+  // functions that produce them state it); it is not clamped here, so that a cost function
+  // breaking it shows in the totals (StepCostsProperty.InvariantsHoldOnRandomPlans).
   void charge(int dim, double time_s, double exposed_s, double bytes, double count = 1) {
     CommCharge& c = dims_[static_cast<size_t>(dim)];
-    const double t = count * time_s;
-    c.time_s += t;
-    c.exposed_s += exposed_s <= 0 ? 0.0 : (count * exposed_s < t ? count * exposed_s : t);
+    c.time_s += count * time_s;
+    c.exposed_s += count * exposed_s;
     c.bytes += count * bytes;
   }
   const CommCharge& operator[](int dim) const { return dims_[static_cast<size_t>(dim)]; }

@@ -5,25 +5,11 @@
 // path fails here (bench/estimator_bench measures the same as a rate).
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <vector>
 
+#include "bench/alloc_counter.h"
 #include "core/catalog.h"
 #include "simulator/analytic/estimator.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace dtplan {
 namespace {
@@ -74,19 +60,21 @@ TEST(EstimatorAllocations, NoneWithAWarmCacheNorWithout) {
       works.push_back(w);
     }
     EstimatorCache cache;
-    long before = g_allocations.load();
+    long before = testing::heap_allocations();
     for (size_t i = 0; i < plans.size(); ++i)  // warm: a cache miss allocates
       (void)estimate(m, c, works[i], plans[i], EstimatorOptions{}, &cache);
-    EXPECT_GT(g_allocations.load() - before, 0) << "the counter sees the cache's allocations";
-    before = g_allocations.load();
+    EXPECT_GT(testing::heap_allocations() - before, 0)
+        << "the counter sees the cache's allocations";
+    before = testing::heap_allocations();
     double sum = 0;
     for (size_t i = 0; i < plans.size(); ++i)
       sum += estimate(m, c, works[i], plans[i], EstimatorOptions{}, &cache).step_time_s;
-    EXPECT_EQ(g_allocations.load() - before, 0) << k.model << ": cached estimates allocated";
-    before = g_allocations.load();
+    EXPECT_EQ(testing::heap_allocations() - before, 0) << k.model << ": cached estimates allocated";
+    before = testing::heap_allocations();
     for (size_t i = 0; i < plans.size(); i += 7)
       sum += estimate(m, c, works[i], plans[i]).step_time_s;
-    EXPECT_EQ(g_allocations.load() - before, 0) << k.model << ": uncached estimates allocated";
+    EXPECT_EQ(testing::heap_allocations() - before, 0)
+        << k.model << ": uncached estimates allocated";
     EXPECT_GT(sum, 0);
   }
 }
