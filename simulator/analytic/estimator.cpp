@@ -39,17 +39,6 @@ std::vector<Violation> validate_schedule(const Plan& p) {
   return v;
 }
 
-// Megatron-LM's schedules.py batches each send with the next receive: without interleaving an
-// interior rank exchanges once after its forward (activations out, gradients in) and once
-// after its backward, one transfer per pass; the first and last ranks exchange once per
-// micro-batch (nothing arrives before the first forward or leaves after the last backward),
-// half a transfer per pass. Interleaved, the steady state runs a forward and a backward, then
-// one batched exchange for both: v transfers per micro-batch, v/2 per pass.
-double pipeline_exchanges_per_pass(int stage, int pp, int vpp) {
-  if (vpp > 1) return 0.5 * vpp;
-  return stage == 0 || stage == pp - 1 ? 0.5 : 1.0;
-}
-
 namespace {
 
 double price_through(void* ctx, CollectiveOp op, double bytes, const GroupPlacement& g);
@@ -141,9 +130,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     detail->p2p_bytes = st.costs->pp_message_bytes;
   }
   const IPipelineSchedule* sched = schedule_of(st, p);
-  const PipelineTime pipe = pipeline_time(st, sched, p);
+  const PipelineTime pipe = pipeline_time(st, sched, p, /*rank_ends=*/true);
   if (detail) detail->pipeline_s = pipe.total_s;
-  const PipelineInput pipe_in{pp, p.vpp, mb, f.data(), b.data(), wg.data(), st.t_p2p};
 
   // Data-parallel communication per rank (dp_cost.h); the step waits for the rank that
   // exposes the most.
@@ -151,9 +139,12 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   DpPricer pricer{&st, &hw, {}, 0, 0};
   DpStage own_dp;  // without a cache
   ParamsOnRank busiest_prm;
-  DpCost dp_step;  // of the rank the step waits for
-  int dp_rank = busiest;
-  bool dp_any = false;
+  // The step waits for two ranks' reductions: the one whose reductions during the step (ZeRO-2's
+  // per-micro-batch reduce-scatters, ZeRO-3's gathers) expose the most, which delays the whole
+  // pipeline, and the one whose trailing reduction ends last.
+  DpCost dp_early, dp_trail;
+  int dp_rank = busiest, early_rank = busiest;
+  bool early_any = false, trail_any = false;
   if (detail) {
     detail->dp_s.assign(p.zero == 3 ? 0 : static_cast<size_t>(pp), -1.0);
     detail->zero3_fwd_bwd_s.assign(p.zero == 3 ? static_cast<size_t>(pp) : 0,
@@ -161,21 +152,30 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   }
   // The stage loop computed the distinct ranks only; the ranks after each one up to the next
   // hold the same layers and take the same times (they are never the busiest: it is the first
-  // rank with the longest time). Their reduction is the same and only its slack differs; the
-  // schedule's slack is linear in the rank, so the least of a run is at one of its ends: each
-  // run is evaluated at its first and its last rank.
-  // `slack`: how much earlier than the step's last backward rank i's last one ends (the
-  // schedule's).
+  // rank with the longest time). Their reduction is the same and only its slack and window
+  // differ: each run is evaluated at its first rank and at its rank with the least slack.
+  // `slack`: how much earlier than the step's last task rank i's last one ends; `window`: its
+  // last weight-gradient task, which the bucketed reduction overlaps (the schedule's).
   auto consider = [&](int i, int like, const DpStage& ds, double slack) {
     const auto si = static_cast<size_t>(like);
     const int layers = std::max(1, stage_layers[si].total());
-    const double window = sched->reduction_window_s(i, pipe_in);
+    const double window =
+        st.rank_end[static_cast<size_t>(i)] - st.rank_grad_start[static_cast<size_t>(i)];
     const DpCost dc = dp_step_cost(ds, p, layers, mb, f[si], b[si] + wg[si], window, slack);
-    if (!dp_any || dc.exposed_s > dp_step.exposed_s ||
-        (dc.exposed_s == dp_step.exposed_s && dc.time_s > dp_step.time_s)) {
-      dp_step = dc;
+    const double early = dc.exposed_s - dc.trailing_exposed_s;
+    const double early_time = dc.time_s - dc.trailing_s;
+    if (!early_any || early > dp_early.exposed_s ||
+        (early == dp_early.exposed_s && early_time > dp_early.time_s)) {
+      dp_early = {early_time, early, dc.bytes - dc.trailing_bytes, 0, 0, 0};
+      early_rank = i;
+      early_any = true;
+    }
+    if (!trail_any || dc.trailing_exposed_s > dp_trail.trailing_exposed_s ||
+        (dc.trailing_exposed_s == dp_trail.trailing_exposed_s &&
+         dc.trailing_s > dp_trail.trailing_s)) {
+      dp_trail = dc;
       dp_rank = i;
-      dp_any = true;
+      trail_any = true;
     }
     return dc;
   };
@@ -184,13 +184,13 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     const auto si = static_cast<size_t>(i);
     const DpStage& ds = dp_stage_of(st, m, p, i, grad_bytes, pricer, own_dp);
     if (i == busiest) busiest_prm = ds.prm;  // the busiest rank is always a distinct one
-    const double slack = sched->reduction_slack_s(i, pipe_in);
+    const double slack = pipe.total_s - st.rank_end[si];
     const DpCost dc = consider(i, i, ds, slack);
     const int run_end = (k + 1 < st.n_distinct ? st.distinct[static_cast<size_t>(k + 1)] : pp) - 1;
-    if (run_end > i) {
-      const double end_slack = sched->reduction_slack_s(run_end, pipe_in);
-      if (end_slack < slack) consider(run_end, i, ds, end_slack);
-    }
+    int least = i;
+    for (int j = i + 1; j <= run_end; ++j)
+      if (st.rank_end[static_cast<size_t>(j)] > st.rank_end[static_cast<size_t>(least)]) least = j;
+    if (least != i) consider(least, i, ds, pipe.total_s - st.rank_end[static_cast<size_t>(least)]);
     if (detail) {
       if (p.zero == 3) {
         const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;
@@ -209,8 +209,11 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     for (size_t i = 1; i < detail->zero3_fwd_bwd_s.size(); ++i)
       if (detail->zero3_fwd_bwd_s[i][0] < 0)
         detail->zero3_fwd_bwd_s[i] = detail->zero3_fwd_bwd_s[i - 1];
-    detail->dp_exposed_s = dp_step.trailing_exposed_s;
+    detail->dp_exposed_s = dp_trail.trailing_exposed_s;
   }
+  // The rank named as the one the step waits for: the trailing reduction's, unless only the
+  // reductions during the step are exposed.
+  if (dp_trail.trailing_exposed_s <= 0 && dp_early.exposed_s > 0) dp_rank = early_rank;
 
   // The step's communication: the busiest rank's per micro-batch, the data-parallel rank the
   // step waits for, and the tied embedding's gradient all-reduce between the first and last
@@ -221,7 +224,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     comm.charge(d, x.time_s, x.exposed_s, x.bytes, mb);
   }
   const int dp_dim = static_cast<int>(CommDim::kDP);
-  comm.charge(dp_dim, dp_step.time_s, dp_step.exposed_s, dp_step.bytes);
+  comm.charge(dp_dim, dp_early.time_s, dp_early.exposed_s, dp_early.bytes);
+  comm.charge(dp_dim, dp_trail.trailing_s, dp_trail.trailing_exposed_s, dp_trail.trailing_bytes);
   if (pp > 1 && m.tied_embeddings) {
     GroupPlacement g;
     g.size = 2;

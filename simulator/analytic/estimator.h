@@ -15,6 +15,7 @@
 #include "core/model_spec.h"
 #include "core/plan.h"
 #include "simulator/cost/flops.h"
+#include "simulator/schedule/i_pipeline_schedule.h"
 #include "simulator/step/step_costs.h"
 
 namespace dtplan {
@@ -67,11 +68,7 @@ double peak_memory_bytes(const ModelSpec& m, const Cluster& c, const Workload& w
 double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                        EstimatorCache* cache = nullptr);
 
-// Point-to-point transfers pipeline rank `stage` waits for per micro-batch and pass (forward
-// or backward), each taking the cost model's send/recv time: 1 on an interior rank, 1/2 on the
-// first and last, vpp/2 with virtual stages (interleaved; the V schedules, whose
-// implementations overlap their sends with compute, are charged the same).
-double pipeline_exchanges_per_pass(int stage, int pp, int vpp);
+// pipeline_exchanges_per_pass: simulator/schedule/i_pipeline_schedule.h.
 
 // Memory of every pipeline rank (for reports and --json); allocates.
 std::vector<StageMemory> all_stage_memory(const ModelSpec& m, const Workload& w, const Plan& p);

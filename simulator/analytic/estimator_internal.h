@@ -104,6 +104,9 @@ struct StageTimes {
   CommLedger busiest_comm;  // the busiest rank's communication per micro-batch
   double busiest_compute, busiest_recompute, busiest_overhead;
   std::array<double, kMaxStages> f, b, wg;
+  // Filled by pipeline_time when asked: when each rank's last task ends and its last
+  // weight-gradient task starts (the schedule's, PipelineInput).
+  std::array<double, kMaxStages> rank_end, rank_grad_start;
   // The ranks whose times the stage loop computed, ascending; every other rank is a middle rank
   // with the layers and times of the one before it.
   std::array<int, kMaxStages> distinct;
@@ -390,7 +393,9 @@ void run_stages(StageTimes& st, const HardwareProfile& hw, const Plan& p, StepCo
 // The schedule that times the pipeline (1F1B without pipeline parallelism or for an unknown
 // name), and the memory it implies.
 const IPipelineSchedule* schedule_of(const StageTimes& st, const Plan& p);
-PipelineTime pipeline_time(const StageTimes& st, const IPipelineSchedule* sched, const Plan& p);
+// The schedule's pipeline time; with `rank_ends`, also st.rank_end and st.rank_grad_start.
+PipelineTime pipeline_time(StageTimes& st, const IPipelineSchedule* sched, const Plan& p,
+                           bool rank_ends = false);
 // The plan's memory, from the cache when its last memory was for the same inputs (a search
 // asks for a plan's memory, then for its estimate).
 const MemoryPeak& memory_of(StageTimes& st, void* local, const ModelSpec& m, const Workload& w,

@@ -1,5 +1,6 @@
 // The per-rank times every estimator entry point computes first (estimator_internal.h).
 #include <algorithm>
+#include <stdexcept>
 #include <type_traits>
 
 #include "simulator/analytic/estimator_internal.h"
@@ -220,9 +221,19 @@ const IPipelineSchedule* schedule_of(const StageTimes& st, const Plan& p) {
   return sched;
 }
 
-PipelineTime pipeline_time(const StageTimes& st, const IPipelineSchedule* sched, const Plan& p) {
+PipelineTime pipeline_time(StageTimes& st, const IPipelineSchedule* sched, const Plan& p,
+                           bool rank_ends) {
   PipelineInput in{st.pp, p.vpp, st.mb, st.f.data(), st.b.data(), st.wg.data(), st.t_p2p};
-  return sched ? sched->time(in) : PipelineTime{st.mb * st.busiest_t, 0};
+  if (!rank_ends) return sched->time(in);
+  in.rank_end_s = st.rank_end.data();
+  in.rank_grad_start_s = st.rank_grad_start.data();
+  constexpr double kUnset = -1;
+  st.rank_end[0] = st.rank_grad_start[0] = kUnset;
+  const PipelineTime t = sched->time(in);
+  if (st.rank_end[0] == kUnset || st.rank_grad_start[0] == kUnset)
+    throw std::logic_error("schedule '" + p.schedule +
+                           "': time() must fill PipelineInput::rank_end_s and rank_grad_start_s");
+  return t;
 }
 
 namespace {

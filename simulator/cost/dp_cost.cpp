@@ -79,6 +79,7 @@ DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatche
     c.time_s = mb * s.reduce_s + s.gather_s;
     c.bytes = mb * s.reduce_bytes + s.gather_bytes;
     c.trailing_s = s.reduce_s + s.gather_s;
+    c.trailing_bytes = s.reduce_bytes + s.gather_bytes;
     c.trailing_exposed_s =
         std::max(0.0, trailing_exposed_s(c.trailing_s, window_s, p.overlap_grad_reduce) - slack_s);
     const double earlier =
@@ -88,6 +89,7 @@ DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatche
     c.time_s = s.reduce_s + s.gather_s;
     c.bytes = s.reduce_bytes + s.gather_bytes;
     c.trailing_s = c.time_s;
+    c.trailing_bytes = c.bytes;
     // Stage i's last backward ends i backward slots before the first stage's.
     c.exposed_s = c.trailing_exposed_s =
         std::max(0.0, trailing_exposed_s(c.time_s, window_s, p.overlap_grad_reduce) - slack_s);

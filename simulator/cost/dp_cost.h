@@ -62,11 +62,12 @@ struct DpCost {
   double bytes = 0;      // sent by this rank
   // The reduction (and gather) that trails the last backward (ZeRO 0-2), alone, and its part
   // of exposed_s: what the discrete-event simulator replays on the links.
-  double trailing_s = 0, trailing_exposed_s = 0;
+  double trailing_s = 0, trailing_exposed_s = 0, trailing_bytes = 0;
 };
-// `window_s`: the rank's last backward task, which a bucketed reduction overlaps (the
-// schedule's reduction_window_s: a whole micro-batch's backward in 1F1B, one chunk's
-// interleaved, the last weight-gradient pass in the zero-bubble schedules).
+// `window_s`: the rank's last weight-gradient task, which a bucketed reduction overlaps (from
+// the schedule's time(), PipelineInput::rank_grad_start_s: a whole micro-batch's backward in
+// 1F1B, one chunk's interleaved, the last weight-gradient pass in the zero-bubble schedules);
+// `slack_s`: how long before the step's last task the rank's last one ends.
 DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatches, double f_s,
                     double bw_s, double window_s, double slack_s);
 

@@ -10,6 +10,7 @@
 #include "simulator/des/engine.h"
 #include "simulator/des/resources.h"
 #include "simulator/des/topology.h"
+#include "simulator/schedule/task_flow.h"
 
 namespace dtplan::des {
 
@@ -71,10 +72,8 @@ class Sim final : public Handler {
       // The last task that produces weight gradients (W where B and W are split): bucketed
       // reduction overlaps it.
       size_t last_b = 0;
-      for (size_t k = 0; k < orders_.back().size(); ++k) {
-        const Pass ps = orders_.back()[k].pass;
-        if (ps != kF && !(split_w_ && ps == kB)) last_b = k;
-      }
+      for (size_t k = 0; k < orders_.back().size(); ++k)
+        if (produces_weight_gradients(orders_.back()[k], split_w_)) last_b = k;
       last_b_.push_back(last_b);
     }
     dp_active_.assign(static_cast<size_t>(p), 0);
@@ -180,36 +179,16 @@ class Sim final : public Handler {
  private:
   size_t slot(int chunk, int mb) const { return static_cast<size_t>(chunk * in_.m + mb); }
 
-  // Where the output of `pass` (kF: activations, kB: input gradients) of chunk `chunk` on rank
-  // s goes: rank `to`, chunk `chunk`; to < 0 where it leaves the pipeline; `local` where the
-  // V turns on the last rank (chunk 0 feeds chunk 1 forward, chunk 1 feeds chunk 0 backward)
-  // and nothing is sent.
-  struct Hop {
-    int to = -1, chunk = 0;
-    bool local = false;
-  };
-  Hop route(Pass pass, int rank, int chunk) const {
-    const int p = in_.p, v = in_.v;
-    const int s = rank % p, base = rank - s;  // stage within the rank's pipeline replica
-    Hop h;
-    if (v_shape_) {
-      const bool down = (pass == kF) == (chunk == 0);  // towards rank p-1
-      if (down)
-        h = s < p - 1 ? Hop{s + 1, chunk, false} : Hop{s, 1 - chunk, true};
-      else
-        h = s > 0 ? Hop{s - 1, chunk, false} : Hop{};
-    } else if (pass == kF) {
-      // Forward output goes to the next rank; past the last rank, to rank 0's next chunk.
-      h = s < p - 1 ? Hop{s + 1, chunk} : chunk < v - 1 ? Hop{0, chunk + 1} : Hop{};
-    } else {
-      h = s > 0 ? Hop{s - 1, chunk} : chunk > 0 ? Hop{p - 1, chunk - 1} : Hop{};
-    }
+  // Where the output of `pass` of `chunk` on rank `rank` goes (task_flow.h), on its replica.
+  PipelineHop route(Pass pass, int rank, int chunk) const {
+    const int s = rank % in_.p, base = rank - s;  // stage within the rank's pipeline replica
+    PipelineHop h = pipeline_hop(v_shape_, in_.p, in_.v, pass, s, chunk);
     if (h.to >= 0) h.to += base;
     return h;
   }
 
   void deliver(Pass pass, int s, int chunk, int mb) {
-    const Hop h = route(pass, s, chunk);
+    const PipelineHop h = route(pass, s, chunk);
     if (h.to < 0) return;
     if (h.local) {
       ready_[pass][static_cast<size_t>(s)][slot(h.chunk, mb)] = 1;
@@ -227,9 +206,7 @@ class Sim final : public Handler {
     const auto su = static_cast<size_t>(s);
     const size_t k = slot(chunk, mb);
     if (!done_f_[su][k]) return false;
-    const int st = s % in_.p;
-    const bool origin = v_shape_ ? st == 0 && chunk == 1 : st == in_.p - 1 && chunk == in_.v - 1;
-    return origin || ready_[kB][su][k];
+    return holds_loss(v_shape_, in_.p, in_.v, s % in_.p, chunk) || ready_[kB][su][k];
   }
 
   void try_start(int s) {
@@ -242,13 +219,7 @@ class Sim final : public Handler {
     if (t.pass == kFB && !backward_ready(s, t.chunk2, t.mb2)) return;
     // W follows its B on the same rank (the order guarantees it): nothing to wait for.
     const auto st = static_cast<size_t>(s % in_.p);  // costs are per stage
-    const double f = in_.f[st] / in_.v, b = in_.b[st] / in_.v, w = in_.w[st] / in_.v;
-    const double d = t.pass == kF    ? f
-                     : t.pass == kW  ? w
-                     : t.pass == kB  ? (split_w_ ? b : b + w)
-                     : t.pass == kBW ? b + w
-                                     : f + b + w;  // kFB: no overlap credit
-    double dur = d;
+    double dur = task_seconds(t, split_w_, in_.v, in_.f[st], in_.b[st], in_.w[st]);
     if (in_.sm_slowdown > 0 && dp_active_[su] > 0) dur *= 1 + in_.sm_slowdown;  // SM contention
     if (in_.dp_overlap && next_[su] == last_b_[su] && dp_phase_[su] == 0 && dp_seconds(s) > 0) {
       dp_phase_[su] = 1;  // buckets reduce while the last backward produces gradients
@@ -279,15 +250,8 @@ class Sim final : public Handler {
   // receive (a W), as Megatron's batched send/recv calls do; waiting sends then start.
   void post_receives(int s) {
     const auto su = static_cast<size_t>(s);
-    bool posted_any = false;
-    for (size_t k = next_[su]; k < orders_[su].size(); ++k) {
-      const Task& t = orders_[su][k];
-      if (t.pass == kF || t.pass == kFB) post(kF, s, slot(t.chunk, t.mb));
-      if (t.pass == kB || t.pass == kBW) post(kB, s, slot(t.chunk, t.mb));
-      if (t.pass == kFB) post(kB, s, slot(t.chunk2, t.mb2));
-      posted_any = posted_any || t.pass != kW;
-      if (posted_any && !t.hold) break;
-    }
+    post_receives_from(orders_[su], next_[su],
+                       [&](int pass, int chunk, int mb) { post(pass, s, slot(chunk, mb)); });
   }
   void post(int pass, int s, size_t idx) {
     char& flag = posted_[static_cast<size_t>(pass)][static_cast<size_t>(s)][idx];

@@ -3,7 +3,9 @@
 // prints them. The analytic estimator asks a schedule for its pipeline time and for how many
 // micro-batches' activations each stage holds at its peak; the discrete-event simulator for
 // each rank's task order, whether weight gradients are split and how sends synchronize. A new
-// schedule is its file plus one line in simulator/CMakeLists.txt.
+// schedule is its file plus one line in simulator/CMakeLists.txt: its task order is all it
+// must state; its time defaults to that order's timeline (order_timing.h), and a schedule whose
+// bubble a formula states exactly may override time() with it.
 //
 // Times are per pipeline rank for one micro-batch through all of that rank's chunks:
 //   f = forward, b = input-gradient backward (with any recomputation), w = weight gradients.
@@ -26,7 +28,22 @@ struct PipelineInput {
   // One point-to-point exchange between neighbouring ranks (already charged per pass inside
   // f and b as the steady state batches them); a schedule adds what its fill and drain pay.
   double p2p_s = 0;
+  // Optional outputs, p entries each, that time() fills when set: when rank i's last task ends
+  // and when its last weight-gradient task starts (the bucketed data-parallel reduction starts
+  // with it), from the step's first forward.
+  double* rank_end_s = nullptr;
+  double* rank_grad_start_s = nullptr;
 };
+
+// Exchanges per pass inside one micro-batch's f and b (PipelineInput): Megatron-LM's
+// schedules.py batches each send with the next receive: without interleaving an interior rank
+// exchanges once after its forward (activations out, gradients in) and once after its
+// backward, one transfer per pass; the first and last ranks exchange once per micro-batch
+// (nothing arrives before the first forward or leaves after the last backward), half a
+// transfer per pass. Interleaved, the steady state runs a forward and a backward, then one
+// batched exchange for both: v transfers per micro-batch, v/2 per pass (the V schedules, whose
+// implementations overlap their sends with compute, are charged the same).
+double pipeline_exchanges_per_pass(int stage, int pp, int vpp);
 
 struct PipelineTime {
   double total_s = 0;   // from the first forward to the last backward of the slowest rank
@@ -56,7 +73,9 @@ struct ScheduleTask {
 class IPipelineSchedule {
  public:
   virtual ~IPipelineSchedule() = default;
-  virtual PipelineTime time(const PipelineInput& in) const = 0;
+  // The pipeline time; by default the timeline of task_order (time_task_order), which also
+  // fills in.rank_end_s / in.rank_grad_start_s. An override must fill them too.
+  virtual PipelineTime time(const PipelineInput& in) const;
   // Peak activations held by pipeline rank `stage`, in units of one micro-batch through all
   // of that rank's layers.
   virtual double inflight_microbatches(int stage, int p, int v, int m) const = 0;
@@ -73,17 +92,6 @@ class IPipelineSchedule {
   // Whether a send waits until its receiver has posted the receive (Megatron's blocking
   // batched send/recv); otherwise receives are posted ahead (asynchronous point-to-point).
   virtual bool rendezvous_sends() const { return false; }
-  // How long before the step's last backward pass ends rank `stage`'s last one ends (the slack
-  // its data-parallel gradient reduction can use), from the schedule's order: rank i of 1F1B
-  // and GPipe ends i backward passes earlier. Tested against each plug-in's own task order.
-  virtual double reduction_slack_s(int stage, const PipelineInput& in) const {
-    return stage * (in.b[stage] + in.w[stage]);
-  }
-  // The rank's last backward task, which the bucketed gradient reduction overlaps (it starts
-  // as that task produces gradients): the whole backward of a micro-batch in 1F1B and GPipe.
-  virtual double reduction_window_s(int stage, const PipelineInput& in) const {
-    return in.b[stage] + in.w[stage];
-  }
   // The bubble in words and symbols, for reports' derivations (t_i: one micro-batch's F+B+W on
   // rank i with its steady-state exchanges).
   virtual const char* bubble_formula() const { return "sum over ranks of t_i - t_max"; }
@@ -100,6 +108,18 @@ class IPipelineSchedule {
 // Shared helper: steady state m x t_max plus `bubble_units` x (sum of t_i - t_max), where
 // t_i = f_i + b_i + w_i. With uniform stages this is (m + bubble_units (p-1)) t.
 PipelineTime pipeline_time_with_bubble(const PipelineInput& in, double bubble_scale);
+
+// For a formula's time(): fills in.rank_end_s[i] = total_s - slack(i) and
+// in.rank_grad_start_s[i] = that end - window(i), where they are set; slack(i) is how long
+// before the step's last task rank i's last one ends, window(i) its last weight-gradient task.
+template <typename Slack, typename Window>
+void fill_rank_ends(const PipelineInput& in, double total_s, Slack slack, Window window) {
+  for (int i = 0; i < in.p; ++i) {
+    const double end = total_s - slack(i);
+    if (in.rank_end_s) in.rank_end_s[i] = end;
+    if (in.rank_grad_start_s) in.rank_grad_start_s[i] = end - window(i);
+  }
+}
 
 // The same with a bubble unit per rank: steady state m x t_max plus the sum of every rank's
 // unit but the slowest rank's, with unit(i) its share of the fill and drain (t_i for 1F1B; with

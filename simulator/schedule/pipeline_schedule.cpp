@@ -2,6 +2,7 @@
 
 #include "core/registry.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
+#include "simulator/schedule/order_timing.h"
 
 namespace dtplan {
 
@@ -16,6 +17,15 @@ PipelineTime pipeline_time_with_bubble(const PipelineInput& in, double bubble_sc
   out.bubble_s = std::max(0.0, bubble_scale * (t_sum - t_max));
   out.total_s = in.m * t_max + out.bubble_s;
   return out;
+}
+
+PipelineTime IPipelineSchedule::time(const PipelineInput& in) const {
+  return time_task_order(*this, in);
+}
+
+double pipeline_exchanges_per_pass(int stage, int pp, int vpp) {
+  if (vpp > 1) return 0.5 * vpp;
+  return stage == 0 || stage == pp - 1 ? 0.5 : 1.0;
 }
 
 const IPipelineSchedule* find_schedule(const std::string& name) {

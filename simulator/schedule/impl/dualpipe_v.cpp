@@ -110,24 +110,8 @@ class DualPipeV final : public IPipelineSchedule {
     return dualpipe_v_order(s, p, m);
   }
   bool splits_weight_gradients() const override { return true; }
-  // The last task is one chunk's weight gradients.
-  double reduction_window_s(int stage, const PipelineInput& in) const override {
-    return in.w[stage] / 2;
-  }
-  // Phase 8 runs the deferred weight gradients to the end; rank i ends i chunk (B - W) earlier
-  // (with B = W every rank ends together), from the order above.
-  double reduction_slack_s(int stage, const PipelineInput& in) const override {
-    return stage * std::max(0.0, in.b[stage] - in.w[stage]) / 2;
-  }
-  PipelineTime time(const PipelineInput& in) const override {
-    double f = 0, b = 0, w = 0;
-    for (int i = 0; i < in.p; ++i) f += in.f[i], b += in.b[i], w += in.w[i];
-    const double full = f + b + w;
-    // (p-1) chunk-slots of (F_c + 2B_c - 3W_c) with chunk = rank/2, B here = b + w.
-    const double per_rank = 0.5 * std::max(0.0, f + 2 * (b + w) - 3 * w);
-    const double scale = full > 0 ? per_rank / full : 1.0;
-    return pipeline_time_with_bubble(in, scale);
-  }
+  // time(): the order's timeline (the default); with equal stages its bubble is about
+  // DeepSeek's (PP/2 - 1)(F&B + B - 3W) over PP = 2p chunk-stages.
   bool accepts_chunks(int v) const override { return v == 2; }
   // DualPipeV.step asserts num_chunks >= num_ranks * 2 (deepseek-ai/DualPipe
   // dualpipe/dualpipev.py, line 318 at commit 3da1bbe).

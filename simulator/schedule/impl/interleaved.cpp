@@ -42,13 +42,6 @@ class Interleaved final : public IPipelineSchedule {
     return t;
   }
   bool rendezvous_sends() const override { return true; }
-  double reduction_window_s(int stage, const PipelineInput& in) const override {
-    return (in.b[stage] + in.w[stage]) / in.v;  // one chunk's backward
-  }
-  // The cool-down's chunk backwards reach rank 0 last: rank i ends i chunk passes earlier.
-  double reduction_slack_s(int stage, const PipelineInput& in) const override {
-    return stage * (in.b[stage] + in.w[stage]) / in.v;
-  }
   // The steady state batches a forward's and a backward's exchanges into one (charged in f and
   // b); the warm-up and cool-down exchange after every chunk pass (Megatron's p2p_communicate
   // per warm-up forward and cool-down backward), which puts 2(p-1) + (v-2)p more exchanges on
@@ -61,6 +54,11 @@ class Interleaved final : public IPipelineSchedule {
       t.bubble_s += extra;
       t.total_s += extra;
     }
+    // The cool-down's chunk backwards reach rank 0 last: rank i ends i chunk passes earlier;
+    // the reduction overlaps one chunk's backward.
+    fill_rank_ends(
+        in, t.total_s, [&](int i) { return i * (in.b[i] + in.w[i]) / in.v; },
+        [&](int i) { return (in.b[i] + in.w[i]) / in.v; });
     return t;
   }
   bool accepts_chunks(int v) const override { return v >= 2; }

@@ -29,26 +29,10 @@ class ZbH1 final : public IPipelineSchedule {
     return t;
   }
   bool splits_weight_gradients() const override { return true; }
-  // The last task is a micro-batch's weight gradients.
-  double reduction_window_s(int stage, const PipelineInput& in) const override {
-    return in.w[stage];
-  }
-  // With B > W rank i's last weight gradients end i (B - W) before the last rank's, with
-  // B < W the first rank ends last and rank i ends (p - 1 - i)(W - B) earlier; with B = W
-  // every rank ends together (read off the order above, checked against it).
-  double reduction_slack_s(int stage, const PipelineInput& in) const override {
-    const double d = in.b[stage] - in.w[stage];
-    return d >= 0 ? stage * d : (in.p - 1 - stage) * -d;
-  }
-  // Each rank's fill and drain is F + B - W: its deferred W fill the rest (W <= F). With fewer
-  // micro-batches than ranks only m - 1 of the p - 1 slots get a W: the bubble is
-  // (p-1)(F+B) - min(m-1, p-1) W [derived; equal to the order above on the timeline for every
-  // m, PipelineSim.ZbH1BubbleFollowsTheMicroBatchCount].
-  PipelineTime time(const PipelineInput& in) const override {
-    const double filled = in.p > 1 ? std::min(in.m - 1, in.p - 1) / double(in.p - 1) : 1.0;
-    return pipeline_time_with_rank_bubble(
-        in, [&](int i) { return std::max(0.0, in.f[i] + in.b[i] - filled * in.w[i]); });
-  }
+  // time(): the order's timeline (the default). With equal stages and m >= p it is the
+  // paper's (p-1)(F + B - W) for W <= F; with fewer micro-batches than ranks only m - 1 of the
+  // p - 1 slots get a W, (p-1)(F+B) - min(m-1, p-1) W; unequal stages (the embedding, the
+  // head) and exchanges shift both, which no short form follows [measured on the timeline].
   double inflight_microbatches(int stage, int p, int, int m) const override {
     return std::min<double>(m, p - stage);
   }

@@ -91,38 +91,9 @@ class ZbV final : public IPipelineSchedule {
     return zb_v_order(s, p, m);
   }
   bool splits_weight_gradients() const override { return true; }
-  // The last task is one chunk's weight gradients.
-  double reduction_window_s(int stage, const PipelineInput& in) const override {
-    return in.w[stage] / 2;
-  }
-  // The cool-down's deferred chunk weight gradients end on the last rank last: rank i ends
-  // p - 1 - i steps of W_c - max(0, B_c - W_c) earlier (chunk passes, half the rank's), read
-  // off the order above and checked against it for several F:B:W
-  // (SchedulePlugins.ReductionWindowAndSlackFollowTheTaskOrder).
-  double reduction_slack_s(int stage, const PipelineInput& in) const override {
-    const double w = in.w[stage] / 2, b = in.b[stage] / 2;
-    const double slack = (in.p - 1 - stage) * std::max(0.0, w - std::max(0.0, b - w));
-    // Rank 0 runs the V's last input gradient itself: W_c - B_c less when W_c > B_c.
-    return stage == 0 ? std::max(0.0, slack - std::max(0.0, w - b)) : slack;
-  }
-  // Each rank's fill is half its forward (one chunk), or its input-gradient excess when B
-  // outweighs F and 2W (the V's chunk-level bubble per rank). With fewer than 2p - 1
-  // micro-batches the order cannot fill it: from 1F1B's (p-1)(F+B) at m = 1, each micro-batch
-  // up to p fills min(F, (F+B)/2) and each one past p a W, until the steady bubble [read off
-  // the order above on the timeline; exact for F <= B, within 0.1 of a 2-3 s bubble otherwise].
-  PipelineTime time(const PipelineInput& in) const override {
-    const PipelineTime steady = pipeline_time_with_rank_bubble(in, [&](int i) {
-      return std::max(in.f[i], in.b[i] + std::max(0.0, in.b[i] - 2 * in.w[i])) / 2;
-    });
-    if (in.p < 2 || in.m >= 2 * in.p - 1) return steady;
-    const double early = std::min(in.m - 1, in.p - 1) / double(in.p - 1);
-    const double late = std::max(0, in.m - in.p) / double(in.p - 1);
-    const PipelineTime few = pipeline_time_with_rank_bubble(in, [&](int i) {
-      const double fb = in.f[i] + in.b[i];
-      return std::max(0.0, fb - early * std::min(in.f[i], fb / 2) - late * in.w[i]);
-    });
-    return few.bubble_s > steady.bubble_s ? few : steady;
-  }
+  // time(): the order's timeline (the default). With equal stages and m >= 2p - 1 each rank's
+  // fill is max(F, B + max(0, B - 2W)) / 2 (a chunk's); fewer micro-batches cannot fill it
+  // (1F1B's (p-1)(F+B) at m = 1); unequal stages and exchanges shift it [measured].
   bool accepts_chunks(int v) const override { return v == 2; }
   const char* chunks_rule() const override { return "vpp must be 2 (two chunks per rank in a V)"; }
   bool v_shape() const override { return true; }

@@ -458,7 +458,7 @@ TEST(StepSim, AgreesWithTheClosedFormWithinOnePercent) {
   } grid[] = {{8, 8, 3, "interleaved"}, {8, 16, 1, "1f1b"},     {4, 8, 2, "interleaved"},
               {8, 4, 1, "gpipe"},       {8, 1, 1, "1f1b"},      {4, 16, 2, "interleaved"},
               {8, 8, 1, "zb-h1"},       {4, 16, 1, "zb-h1"},    {8, 8, 2, "zb-v"},
-              {4, 16, 2, "zb-v"},       {8, 8, 2, "dualpipe-v"}};
+              {4, 16, 2, "zb-v"},       {8, 8, 2, "dualpipe-v"}, {4, 16, 2, "dualpipe-v"}};
   for (const Layout& l : grid) {
     Plan p = gpt3_plan(l.tp, l.pp, l.vpp, 512 / (l.tp * l.pp), 1536, l.schedule);
     p.zero = 1;
@@ -470,17 +470,6 @@ TEST(StepSim, AgreesWithTheClosedFormWithinOnePercent) {
                  r.estimate.optimizer_s + r.estimate.overhead_s + r.estimate.exposed_comm_total_s();
     EXPECT_NEAR(sum, r.estimate.step_time_s, 1e-6 * r.estimate.step_time_s);
   }
-  // DualPipeV at TP4 PP16 is the one plan of the grid the timeline runs more than 1% faster
-  // (1.3%): of 0.61 s, 0.39 s are sends (the closed form charges four per micro-batch and
-  // rank; the timeline sends an overlapped pair's two at once, and rank 0's loss and the last
-  // rank's turn need none) and 0.22 s the bubble (with full recomputation B is about 2F and W
-  // 0.8F per chunk, where (PP/2-1)(F&B+B-3W) is exact only for equal passes).
-  Plan p = gpt3_plan(4, 16, 2, 8, 1536, "dualpipe-v");
-  p.zero = 1;
-  p.recompute = Recompute::kFull;
-  StepSimResult r = simulate_step(m, c, w, p, /*link_sharing=*/false);
-  EXPECT_LT(r.estimate.step_time_s, r.analytic_step_s);
-  EXPECT_NEAR(r.estimate.step_time_s, r.analytic_step_s, 0.015 * r.analytic_step_s);
 }
 
 TEST(StepSim, TraceIsPerfettoJson) {

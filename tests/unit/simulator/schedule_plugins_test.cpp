@@ -3,9 +3,12 @@
 // (1) Every registered schedule's task order is complete and runs without deadlock on the
 // simulator. (2) A schedule defined in this file alone (plus its line in tests/CMakeLists.txt)
 // is estimated, validated and simulated like the built-in ones.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <tuple>
@@ -17,14 +20,15 @@
 #include "simulator/des/pipeline_sim.h"
 #include "simulator/des/step_sim.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
+#include "simulator/schedule/order_timing.h"
 #include "tests/unit/simulator/test_plans.h"
 
 namespace dtplan {
 namespace {
 
 // 1F1B whose warm-up runs one forward more and whose steady state runs backward, then forward:
-// the same task sequence as 1F1B up to where each rank's steady state starts, so the same
-// bubble (p-1)(F+B) and the same activations (p - stage micro-batches).
+// the same activations as 1F1B (p - stage micro-batches). It states its order only: its time is
+// the order's timeline (the default time()), in the estimator as in the simulator.
 class EagerOneFOneB final : public IPipelineSchedule {
  public:
   std::vector<ScheduleTask> task_order(int s, int p, int, int m) const override {
@@ -36,9 +40,6 @@ class EagerOneFOneB final : public IPipelineSchedule {
       if (f < m) t.push_back({ScheduleTask::kF, f++, 0});
     }
     return t;
-  }
-  PipelineTime time(const PipelineInput& in) const override {
-    return pipeline_time_with_bubble(in, 1.0);
   }
   double inflight_microbatches(int stage, int p, int, int m) const override {
     return std::min<double>(m, p - stage);
@@ -101,10 +102,12 @@ TEST(SchedulePlugins, EveryRegisteredOrderIsCompleteAndRuns) {
   }
 }
 
-// What the closed form's data-parallel overlap takes from a schedule, its rank's reduction
-// window (the last backward task) and slack (how much earlier than the step's last backward
-// that task ends), equals what the schedule's own task order does on the timeline, for every
-// registered schedule, with equal stages and several pass ratios.
+// What the closed form's data-parallel overlap takes from a schedule's time(), each rank's
+// reduction window (its last weight-gradient task) and slack (how much earlier than the step's
+// last task that task ends), equals what the schedule's own task order does on the timeline,
+// for every registered schedule, with equal stages and several pass ratios; and the order
+// timing (the default time()) equals the timeline for every schedule's order with unequal
+// stages (the embedding on the first, the head on the last) and exchanges too.
 TEST(SchedulePlugins, ReductionWindowAndSlackFollowTheTaskOrder) {
   for (const std::string& name : schedule_names()) {
     const IPipelineSchedule& s = *find_schedule(name);
@@ -112,33 +115,56 @@ TEST(SchedulePlugins, ReductionWindowAndSlackFollowTheTaskOrder) {
                                   std::tuple{1.0, 0.8, 1.0}, std::tuple{1.2, 1.0, 1.2}})
       for (int p : {2, 4, 8})
         for (int v : {1, 2, 3})
-          for (int m : {2 * p, 4 * p}) {
-            if (!s.accepts_chunks(v) || !s.accepts_microbatches(p, v, m)) continue;
-            des::PipelineSimInput in;
-            in.p = p;
-            in.v = v;
-            in.m = m;
-            in.f.assign(static_cast<size_t>(p), f);
-            in.b.assign(static_cast<size_t>(p), b);
-            in.w.assign(static_cast<size_t>(p), w);
-            const des::PipelineSimResult r = des::simulate_pipeline(in, s, /*record_trace=*/true);
-            std::vector<double> end(static_cast<size_t>(p), 0), start(static_cast<size_t>(p), 0);
-            for (const des::TraceEvent& t : r.trace) {
-              if (t.stream != des::StreamKind::kCompute || t.name[0] == 'F') continue;
-              const auto st = static_cast<size_t>(t.stage);
-              if (t.end_s > end[st]) end[st] = t.end_s, start[st] = t.start_s;
+          for (int m : {1, p - 1, 2 * p, 4 * p + 1})
+            for (bool unequal : {false, true}) {
+              if (m < 1 || !s.accepts_chunks(v) || !s.accepts_microbatches(p, v, m)) continue;
+              des::PipelineSimInput in;
+              in.p = p;
+              in.v = v;
+              in.m = m;
+              in.f.assign(static_cast<size_t>(p), f);
+              in.b.assign(static_cast<size_t>(p), b);
+              in.w.assign(static_cast<size_t>(p), w);
+              const double t = unequal ? 0.05 : 0.0;  // one exchange
+              if (unequal) {
+                in.f.front() += 0.1, in.b.front() += 0.15;
+                in.f.back() += 0.4, in.b.back() += 0.7, in.w.back() += 0.2;
+                in.p2p_bytes = 1e6;
+                in.p2p_bytes_per_s = 1e6 / t;
+                in.link_sharing = false;  // contention off, as the closed form
+              }
+              const des::PipelineSimResult r = des::simulate_pipeline(in, s, /*record_trace=*/true);
+              std::vector<double> end(static_cast<size_t>(p), 0), start(static_cast<size_t>(p), 0);
+              for (const des::TraceEvent& e : r.trace) {
+                if (e.stream != des::StreamKind::kCompute || e.name[0] == 'F') continue;
+                const auto st = static_cast<size_t>(e.stage);
+                if (e.end_s > end[st]) end[st] = e.end_s, start[st] = e.start_s;
+              }
+              const double last = *std::max_element(end.begin(), end.end());
+              std::vector<double> fc = in.f, bc = in.b;  // with the exchanges the estimator charges
+              for (int i = 0; i < p; ++i) {
+                fc[static_cast<size_t>(i)] += pipeline_exchanges_per_pass(i, p, v) * t;
+                bc[static_cast<size_t>(i)] += pipeline_exchanges_per_pass(i, p, v) * t;
+              }
+              std::vector<double> rank_end(static_cast<size_t>(p)), grad(static_cast<size_t>(p));
+              PipelineInput pin{p, v, m, fc.data(), bc.data(), in.w.data(), t};
+              pin.rank_end_s = rank_end.data();
+              pin.rank_grad_start_s = grad.data();
+              const PipelineTime pt = unequal ? time_task_order(s, pin) : s.time(pin);
+              const std::string what = fmt::format("{} p {} v {} m {} F:B:W {}:{}:{}{}", name, p, v,
+                                                   m, f, b, w, unequal ? " unequal" : "");
+              if (unequal) {
+                EXPECT_NEAR(pt.total_s, r.makespan_s, 1e-9) << what;
+              }
+              if (!unequal && m < p) continue;  // the formulas' slack assumes full pipelines
+              for (int i = 0; i < p; ++i) {
+                const auto si = static_cast<size_t>(i);
+                EXPECT_NEAR(pt.total_s - rank_end[si], last - end[si], 1e-9)
+                    << what << " rank " << i;
+                EXPECT_NEAR(rank_end[si] - grad[si], end[si] - start[si], 1e-9)
+                    << what << " rank " << i;
+              }
             }
-            const double last = *std::max_element(end.begin(), end.end());
-            const PipelineInput pin{p, v, m, in.f.data(), in.b.data(), in.w.data()};
-            for (int i = 0; i < p; ++i) {
-              const auto si = static_cast<size_t>(i);
-              EXPECT_NEAR(s.reduction_slack_s(i, pin), last - end[si], 1e-9)
-                  << name << " p " << p << " v " << v << " m " << m << " rank " << i << " F:B:W "
-                  << f << ":" << b << ":" << w;
-              EXPECT_NEAR(s.reduction_window_s(i, pin), end[si] - start[si], 1e-9)
-                  << name << " p " << p << " v " << v << " m " << m << " rank " << i;
-            }
-          }
   }
 }
 
@@ -190,12 +216,60 @@ TEST(SchedulePlugins, ATestOnlyScheduleIsEstimatedValidatedAndSimulated) {
   p.schedule = "1f1b";
   const Estimate one_f_one_b = estimate(m, c, w, p);
   // Same bubble formula and memory as 1F1B (its definition above).
-  EXPECT_DOUBLE_EQ(eager.step_time_s, one_f_one_b.step_time_s);
+  // Its memory statement is 1F1B's; its time is its own order's (the same work as 1F1B, and
+  // never less than the steady state).
   EXPECT_DOUBLE_EQ(eager.memory_peak.total_bytes(), one_f_one_b.memory_peak.total_bytes());
+  EXPECT_GT(eager.step_time_s, 0.9 * one_f_one_b.step_time_s);
+  EXPECT_NE(eager.step_time_s, one_f_one_b.step_time_s);
   p.schedule = "test-eager-1f1b";
   ASSERT_TRUE(des::simulator_supports(p.schedule));
   const des::StepSimResult r = des::simulate_step(m, c, w, p, /*link_sharing=*/false);
-  EXPECT_NEAR(r.estimate.step_time_s, r.analytic_step_s, 0.01 * r.analytic_step_s);
+  EXPECT_NEAR(r.estimate.step_time_s, r.analytic_step_s, 1e-6 * r.analytic_step_s);
+}
+
+}  // namespace
+}  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// 1F1B's closed form (the longest path through some rank, schedule/impl/one_f_one_b.cpp) against
+// its own order's timeline (time_task_order), for unequal stages (a lighter first rank, a head
+// of 0 to 3 layers on the last), every micro-batch count from 1 to 2p and with exchanges up to 5%
+// of a layer's forward: the step within 1%, each rank's last backward end and window within 1% of
+// the step. (With exchanges of 30% of a layer's forward, as NVL72's mispriced sends give before
+// issue #15, the step is up to 2.3% off, in the middle ranks' send waits.)
+TEST(SchedulePlugins, OneFOneBFollowsItsOrder) {
+  const IPipelineSchedule& s = *find_schedule("1f1b");
+  double worst = 0;
+  for (int p : {2, 3, 4, 8, 16})
+    for (int layers : {1, 2, 5})
+      for (double head : {0.0, 0.5, 3.0})
+        for (double x : {0.0, 0.02, 0.05})
+          for (int m = 1; m <= 2 * p; ++m) {
+            std::vector<double> f(static_cast<size_t>(p)), b(f), w(f);
+            for (int i = 0; i < p; ++i) {
+              const auto si = static_cast<size_t>(i);
+              const double n = layers + (i == 0 ? -0.5 : 0.0) + (i == p - 1 ? head : 0.0);
+              const double hops = p > 1 ? pipeline_exchanges_per_pass(i, p, 1) * x : 0.0;
+              f[si] = n + hops, b[si] = 1.3 * n + hops, w[si] = 0.7 * n;
+            }
+            std::vector<double> e1(f.size()), g1(f.size()), e2(f.size()), g2(f.size());
+            PipelineInput in{p, 1, m, f.data(), b.data(), w.data(), x};
+            PipelineInput order = in;
+            in.rank_end_s = e1.data(), in.rank_grad_start_s = g1.data();
+            order.rank_end_s = e2.data(), order.rank_grad_start_s = g2.data();
+            const double closed = s.time(in).total_s, timeline = time_task_order(s, order).total_s;
+            const std::string what =
+                fmt::format("p {} layers {} head {} x {} m {}", p, layers, head, x, m);
+            EXPECT_NEAR(closed, timeline, 0.01 * timeline) << what;
+            worst = std::max(worst, std::abs(closed / timeline - 1));
+            for (size_t i = 0; i < f.size(); ++i) {
+              EXPECT_NEAR(e1[i], e2[i], 0.01 * timeline) << what << " rank " << i;
+              EXPECT_NEAR(e1[i] - g1[i], e2[i] - g2[i], 0.01 * timeline) << what << " rank " << i;
+            }
+          }
+  std::printf("1F1B closed form vs its order: worst %.3f%%\n", 100 * worst);
 }
 
 }  // namespace

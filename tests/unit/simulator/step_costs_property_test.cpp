@@ -138,12 +138,10 @@ TEST(StepCostsProperty, InvariantsHoldOnRandomPlans) {
   EXPECT_GT(zero3_pairs, 100);
 }
 
-// With contention off the simulator replays the closed form's costs on a timeline; it differs
-// only where a timeline knows more than a formula (schedule order). Measured per schedule on
-// 1,000 random plans and printed; asserted within 1% without a pipeline, for 1F1B on an even
-// split and for interleaved 1F1B, where the closed form follows the schedule's order. The other
-// schedules differ by more on random plans (few micro-batches, uneven stages: docs/simulator.md
-// has the table); that gap is open (issue #14) and this test shows it.
+// With contention off the simulator replays the closed form's costs on a timeline; the closed
+// form follows each schedule's own order (its formula where one is exact, the order's timeline
+// otherwise, order_timing.h), so the two agree within 1% on every registered schedule, even
+// and uneven splits alike (measured per schedule on 1,000 random plans and printed).
 TEST(StepCostsProperty, SimulatorAgreesWithTheClosedFormOnRandomPlans) {
   PlanSource src;
   struct Stats {
@@ -174,10 +172,9 @@ TEST(StepCostsProperty, SimulatorAgreesWithTheClosedFormOnRandomPlans) {
   for (const auto& [name, st] : by_schedule)
     std::printf("%-12s %4d plans, %3d beyond 1%%, worst %.2f%% (%s)\n", name.c_str(), st.plans,
                 st.over_1pct, 100 * st.worst, st.worst_plan.c_str());
-  for (const char* exact : {"no pipeline", "1f1b", "interleaved", "interleaved uneven"}) {
-    ASSERT_TRUE(by_schedule.count(exact)) << exact << " never drawn";
-    EXPECT_LE(by_schedule[exact].worst, 0.01) << exact << ": " << by_schedule[exact].worst_plan;
-  }
+  for (const auto& [name, st] : by_schedule)
+    EXPECT_LE(st.worst, 0.01) << name << ": " << st.worst_plan;
+  ASSERT_TRUE(by_schedule.count("no pipeline"));
   for (const std::string& s : schedule_names()) {
     if (!des::simulator_supports(s)) continue;
     EXPECT_TRUE(by_schedule.count(s)) << s << " never drawn";
