@@ -53,6 +53,7 @@ ModelSpec case_model(YamlMap& y, int64_t seq_len) {
     e.shared_ffn_hidden = mo->opt_int("shared_ffn_hidden", 0).value_or(e.expert_ffn_hidden);
     e.dense_layers = static_cast<int>(mo->opt_int("dense_layers", 0).value_or(0));
     mo->allow("layer_freq");
+    mo->finish();
     m.moe = e;
   }
   if (auto ml = y.opt_map("mla")) {
@@ -62,8 +63,12 @@ ModelSpec case_model(YamlMap& y, int64_t seq_len) {
     a.qk_nope_head_dim = static_cast<int>(ml->get_int("qk_nope_head_dim"));
     a.qk_rope_head_dim = static_cast<int>(ml->get_int("qk_rope_head_dim"));
     a.v_head_dim = static_cast<int>(ml->get_int("v_head_dim"));
+    // v2: multi-token-prediction modules; null (the run does not say) is taken as none.
+    m.mtp_layers = static_cast<int>(ml->opt_int("mtp_layers", 0).value_or(0));
+    ml->finish();
     m.mla = a;
   }
+  y.finish();
   return m;
 }
 
@@ -72,13 +77,32 @@ Precision case_precision(YamlMap& y) {
   return *parse_precision(s);
 }
 
+// The v2 `framework` block (absent in v1: all null). Unknown keys are refused.
+FrameworkFacts case_framework(YamlMap& y) {
+  FrameworkFacts f;
+  auto fw = y.opt_map("framework");
+  if (!fw) return f;
+  f.name = fw->opt_string("name");
+  f.version = fw->opt_string("version");
+  f.attention = fw->opt_enum("attention", {"flash", "unfused"});
+  f.tp_comm_overlap = fw->opt_bool("tp_comm_overlap");
+  f.grad_reduce_overlap = fw->opt_bool("grad_reduce_overlap");
+  f.param_gather_overlap = fw->opt_bool("param_gather_overlap");
+  f.fp8_recipe = fw->opt_enum("fp8_recipe", {"delayed", "current", "mxfp8", "blockwise"});
+  fw->allow("notes");
+  fw->finish();
+  return f;
+}
+
 }  // namespace
 
 CaseFile load_case_file(const std::string& path) {
   YAML::Node root = load_yaml_file(path);
   YamlMap top(root, path, "");
   CaseFile out;
-  top.get_int("version");
+  const int64_t version = top.get_int("version");
+  if (version > 2)
+    top.fail("version", fmt::format("schema {} is not known (1 and 2 are)", version));
   YAML::Node cases = top.child("cases");
   if (!cases.IsDefined() || !cases.IsSequence()) top.fail("cases", "expected a list of cases");
   size_t i = 0;
@@ -93,11 +117,13 @@ CaseFile load_case_file(const std::string& path) {
     YamlMap hw = y.get_map("hardware");
     c.profile = hw.get_string("profile");
     c.num_gpus = static_cast<int>(hw.get_int("num_gpus"));
+    hw.finish();
     YamlMap tr = y.get_map("training");
     c.workload.seq_len = tr.get_int("seq_len");
     c.workload.global_batch = tr.get_int("global_batch");
     c.mbs = opt_int(tr, "micro_batch", 1);
     c.workload.precision = case_precision(tr);
+    tr.finish();
     YamlMap mo = y.get_map("model");
     c.model = case_model(mo, c.workload.seq_len);
     YamlMap pl = y.get_map("plan");
@@ -111,12 +137,16 @@ CaseFile load_case_file(const std::string& path) {
     c.sp = pl.opt_bool("sp");
     c.zero = opt_int(pl, "zero", 0);
     c.recompute = pl.opt_enum("recompute", {"none", "selective", "full"});
-    c.schedule = pl.opt_string("schedule");
+    c.schedule = pl.opt_enum("schedule", {"gpipe", "1f1b", "interleaved", "dualpipe"});
+    pl.finish();
+    c.framework = case_framework(y);
     YamlMap me = y.get_map("measured");
     c.measured_step_time_s = me.get_double("step_time_s", 0);
     c.measured_peak_memory_gib = me.opt_double("peak_memory_gib", 0);
     me.allow("derivation");
     me.allow("printed");
+    me.finish();
+    y.finish();
     out.cases.push_back(std::move(c));
   }
   YAML::Node layers = top.child("layer_cases");
@@ -131,22 +161,29 @@ CaseFile load_case_file(const std::string& path) {
       YamlMap hw = y.get_map("hardware");
       c.profile = hw.get_string("profile");
       c.num_gpus = static_cast<int>(hw.get_int("num_gpus"));
+      hw.finish();
       YamlMap tr = y.get_map("training");
       c.mbs = static_cast<int>(tr.get_int("micro_batch"));
       c.workload.seq_len = tr.get_int("seq_len");
       c.workload.precision = case_precision(tr);
       c.workload.global_batch = c.mbs;
+      tr.finish();
       YamlMap mo = y.get_map("model");
       c.model = case_model(mo, c.workload.seq_len);
       YamlMap pl = y.get_map("plan");
       c.tp = static_cast<int>(pl.get_int("tp"));
       c.sp = pl.opt_bool("sp").value_or(false);
       c.recompute = pl.opt_enum("recompute", {"none", "selective", "full"}).value_or("none");
+      pl.finish();
+      c.framework = case_framework(y);
       YamlMap me = y.get_map("measured");
       c.measured_layer_ms = me.get_double("layer_fwd_bwd_ms", 0);
+      me.finish();
+      y.finish();
       out.layer_cases.push_back(std::move(c));
     }
   }
+  top.finish();
   return out;
 }
 

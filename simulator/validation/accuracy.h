@@ -1,6 +1,10 @@
-// Predicted vs measured: reads the ground-truth case format (shared/groundtruth/README.md),
-// predicts every case with an evaluator, and summarizes the error (MAPE, median, max,
-// per-group MAPE and Spearman rank correlation, coverage).
+// Predicted vs measured: reads the ground-truth case format (shared/groundtruth/README.md,
+// schema v1 and v2), predicts every case with an evaluator, and summarizes the error (MAPE,
+// median, max, per-group MAPE and Spearman rank correlation, coverage).
+//
+// Reading: every map of a case is read strictly (an unknown key, a wrong type or value is an
+// InputError with file:line:col, as everywhere else). A v1 file has no `framework` block: its
+// cases read as all-null framework facts.
 //
 // A plan field that is null in a case is unpublished: the runner evaluates every feasible
 // value of it and keeps the fastest plan that fits in memory (the "best feasible value").
@@ -20,6 +24,15 @@
 
 namespace dtplan {
 
+// The v2 `framework` block: facts of the training software; nullopt where the source does not
+// settle them (and for every field of a v1 file).
+struct FrameworkFacts {
+  std::optional<std::string> name, version;
+  std::optional<std::string> attention;  // "flash" or "unfused"
+  std::optional<bool> tp_comm_overlap, grad_reduce_overlap, param_gather_overlap;
+  std::optional<std::string> fp8_recipe;  // delayed, current, mxfp8, blockwise
+};
+
 struct AccuracyCase {
   std::string id, group, source;
   ModelSpec model;
@@ -31,6 +44,7 @@ struct AccuracyCase {
   std::optional<std::string> recompute, schedule;
   double measured_step_time_s = 0;
   std::optional<double> measured_peak_memory_gib;
+  FrameworkFacts framework;
   int line = 0;  // where the case starts in the file
 };
 
@@ -43,6 +57,7 @@ struct LayerCase {
   bool sp = false;
   std::string recompute;
   double measured_layer_ms = 0;
+  FrameworkFacts framework;
 };
 
 struct CaseFile {
