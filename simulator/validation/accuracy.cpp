@@ -187,6 +187,15 @@ CaseFile load_case_file(const std::string& path) {
   return out;
 }
 
+FrameworkSettings framework_settings(const FrameworkFacts& f, const AccuracyOptions& opt) {
+  FrameworkSettings s;
+  s.flash_attention = opt.flash_attention.value_or(f.attention.value_or("unfused") == "flash");
+  s.overlap_grad_reduce = opt.overlap_grad_reduce.value_or(f.grad_reduce_overlap.value_or(false));
+  s.overlap_param_gather = f.param_gather_overlap.value_or(false);
+  s.tp_comm_overlap = opt.tp_comm_overlap.value_or(f.tp_comm_overlap.value_or(false));
+  return s;
+}
+
 static std::vector<int> divisors(int n) {
   std::vector<int> d;
   for (int i = 1; i <= n; ++i)
@@ -202,6 +211,10 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   r.measured_peak_memory_gib = c.measured_peak_memory_gib;
   r.num_gpus = c.num_gpus;
   r.global_batch = c.workload.global_batch;
+  const FrameworkSettings fw = framework_settings(c.framework, opt);
+  r.flash_attention = fw.flash_attention;
+  r.overlap_grad_reduce = fw.overlap_grad_reduce;
+  r.tp_comm_overlap = fw.tp_comm_overlap;
   const HardwareProfile* hw = opt.profile ? opt.profile(c.profile) : nullptr;
   if (!hw) {
     r.skipped = fmt::format("unknown hardware profile '{}'", c.profile);
@@ -272,8 +285,10 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
                 else
                   p.schedule = p.vpp > 1 ? "interleaved" : "1f1b";
                 if (p.pp == 1) p.schedule = "1f1b";
-                p.flash_attention = opt.flash_attention;
-                p.overlap_grad_reduce = opt.overlap_grad_reduce;
+                p.flash_attention = fw.flash_attention;
+                p.overlap_grad_reduce = fw.overlap_grad_reduce;
+                p.overlap_param_gather = fw.overlap_param_gather;
+                p.tp_comm_overlap = fw.tp_comm_overlap;
                 Workload w = c.workload;
                 auto v = validate_plan(c.model, n, w, p);
                 if (v.empty()) v = validate_schedule(p);
@@ -332,7 +347,8 @@ CaseResult predict_layer_case(const LayerCase& c, const AccuracyOptions& opt) {
   p.recompute = c.recompute == "full"        ? Recompute::kFull
                 : c.recompute == "selective" ? Recompute::kSelective
                                              : Recompute::kNone;
-  p.flash_attention = opt.flash_attention;
+  p.flash_attention = framework_settings(c.framework, opt).flash_attention;
+  r.flash_attention = p.flash_attention;
   Cluster cl;
   cl.profile = *hw;
   cl.num_gpus = c.tp;

@@ -6,10 +6,17 @@
 // InputError with file:line:col, as everywhere else). A v1 file has no `framework` block: its
 // cases read as all-null framework facts.
 //
+// Framework facts (v2 `framework` block), per case: `attention` sets Plan::flash_attention,
+// `grad_reduce_overlap` Plan::overlap_grad_reduce, `param_gather_overlap`
+// Plan::overlap_param_gather and `tp_comm_overlap` Plan::tp_comm_overlap. An override in
+// AccuracyOptions (the CLI's --attention, --[no-]overlap-grad-reduce, --[no-]tp-comm-overlap)
+// wins for every case. A null fact takes one default for every case alike: unfused attention
+// and no overlap (what Megatron-LM and DeepSpeed do unless told otherwise: FlashAttention,
+// --overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap and DeepSpeed's overlap_comm
+// are all opt-in). `name`, `version`, `fp8_recipe` and `notes` are read and carried, not modelled.
+//
 // A plan field that is null in a case is unpublished: the runner evaluates every feasible
 // value of it and keeps the fastest plan that fits in memory (the "best feasible value").
-// Framework knobs the case format does not carry (attention kernel, gradient-reduce overlap)
-// are runner options, applied to every case alike.
 #pragma once
 
 #include <functional>
@@ -68,8 +75,8 @@ struct CaseFile {
 CaseFile load_case_file(const std::string& path);
 
 struct AccuracyOptions {
-  bool flash_attention = false;      // the dev set's frameworks used unfused attention
-  bool overlap_grad_reduce = false;  // and reduced gradients after the backward
+  // Overrides for every case; nullopt: each case's framework fact, its default where null.
+  std::optional<bool> flash_attention, overlap_grad_reduce, tp_comm_overlap;
   // Re-evaluate the chosen layout with the discrete-event simulator (schedules it orders).
   bool des = false;
   // Profile lookup: name -> profile (lets callers substitute fitted parameters).
@@ -83,6 +90,8 @@ struct CaseResult {
   double error_pct = 0;  // (predicted - measured) / measured x 100
   std::string skipped;   // reason, empty when predicted
   std::string plan;      // the evaluated layout
+  // The framework settings the case ran with (its facts, the defaults, or the overrides).
+  bool flash_attention = false, overlap_grad_reduce = false, tp_comm_overlap = false;
   int num_gpus = 0;
   int64_t global_batch = 0;
   std::optional<double> measured_peak_memory_gib, predicted_peak_memory_gib;
@@ -105,6 +114,13 @@ struct AccuracySummary {
   int cases_total = 0, cases_predicted = 0;
   std::vector<GroupSummary> groups;
 };
+
+// The framework settings of a case: the override where set, else the fact, else the default.
+struct FrameworkSettings {
+  bool flash_attention = false, overlap_grad_reduce = false, overlap_param_gather = false,
+       tp_comm_overlap = false;
+};
+FrameworkSettings framework_settings(const FrameworkFacts& f, const AccuracyOptions& opt);
 
 CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt);
 CaseResult predict_layer_case(const LayerCase& c, const AccuracyOptions& opt);
