@@ -95,6 +95,8 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
             r.skipped.empty() ? nlohmann::json(r.predicted_s) : nlohmann::json();
         c["error_pct"] = r.skipped.empty() ? nlohmann::json(r.error_pct) : nlohmann::json();
         c["plan"] = r.plan;
+        c["candidates"] = r.candidates;
+        if (r.skipped.empty()) c["fits_in_memory"] = r.fits;
         c["attention"] = r.flash_attention ? "flash" : "unfused";
         c["overlap_grad_reduce"] = r.overlap_grad_reduce;
         c["tp_comm_overlap"] = r.tp_comm_overlap;

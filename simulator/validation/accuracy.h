@@ -15,8 +15,21 @@
 // --overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap and DeepSpeed's overlap_comm
 // are all opt-in). `name`, `version`, `fp8_recipe` and `notes` are read and carried, not modelled.
 //
-// A plan field that is null in a case is unpublished: the runner evaluates every feasible
-// value of it and keeps the fastest plan that fits in memory (the "best feasible value").
+// Unpublished plan fields (null): the runner evaluates the candidates below and keeps the
+// fastest plan that fits in memory (the README's "best feasible value"):
+//   tp: the divisors of the GPU count that tile a node; pp: every divisor of the GPU count;
+//   dp: the GPU count / (tp*pp*cp); cp: 1; micro_batch: the powers of two that divide the batch
+//   per replica (global_batch / dp); vpp (pp > 1): 1, 2, 3, 4, 6, 8; schedule (pp > 1): 1F1B
+//   when vpp = 1, interleaved when vpp > 1; sp (tp > 1): off and on; zero (dp*cp > 1): 0 and 1;
+//   recompute: none, selective and full; MoE ep: the divisors of the expert count, etp: the
+//   divisors of the GPUs per node (dense models: ep = etp = 1).
+// Published and searched values alike: when layers do not divide by pp*vpp, the split is
+// uneven (Plan::uneven_pp: the first and last chunks take fewer layers) where one exists.
+// When exactly one candidate satisfies the published fields, it is the layout that ran and is
+// taken even where the memory model says it does not fit. A case with no prediction is skipped
+// with the cause found across all candidates (CaseResult::skipped): the memory shortfall of the
+// smallest candidate when some satisfy the published fields but none fits, else the violation
+// every candidate shares, else the most frequent one. No rule names a source, group or case.
 #pragma once
 
 #include <functional>
@@ -90,11 +103,15 @@ struct CaseResult {
   double error_pct = 0;  // (predicted - measured) / measured x 100
   std::string skipped;   // reason, empty when predicted
   std::string plan;      // the evaluated layout
+  int candidates = 0;    // layouts tried (published fields fixed, unpublished ones searched)
   // The framework settings the case ran with (its facts, the defaults, or the overrides).
   bool flash_attention = false, overlap_grad_reduce = false, tp_comm_overlap = false;
   int num_gpus = 0;
   int64_t global_batch = 0;
   std::optional<double> measured_peak_memory_gib, predicted_peak_memory_gib;
+  // Whether the evaluated layout fits in memory by the model (false only for a case whose one
+  // valid candidate is taken as it ran).
+  bool fits = true;
 };
 
 struct GroupSummary {

@@ -219,5 +219,92 @@ TEST(Accuracy, AppliesEachCasesAttention) {
   EXPECT_DOUBLE_EQ(predict_case(f.cases[1], o).predicted_s, flash.predicted_s);
 }
 
+TEST(Accuracy, SearchesAnUnpublishedRecompute) {
+  // Micro-batch 16 of 2048 tokens with unfused attention on a 40 GiB A100, TP 1: without
+  // recomputation the s x s scores alone take 5*a*s^2*b bytes = 10.7 GB per layer, so `none`
+  // does not fit; selective recomputation drops them and is cheaper than full. With
+  // micro-batch 1 everything fits and `none`, the fastest, is kept.
+  const std::string plan =
+      "{tp: 1, pp: 1, dp: 8, cp: 1, ep: 1, etp: null, vpp: 1, sp: false, zero: 0, recompute: "
+      "null, schedule: null}";
+  CaseFile f = load_case_file(
+      case_file("dtplan_cases_rec.yaml",
+                "version: 2\ncases:\n" +
+                    v2_case("big", plan,
+                            "{seq_len: 2048, global_batch: 128, micro_batch: 16, precision: bf16}",
+                            kNullFramework) +
+                    v2_case("small", plan,
+                            "{seq_len: 2048, global_batch: 128, micro_batch: 1, precision: bf16}",
+                            kNullFramework)));
+  EXPECT_FALSE(f.cases[0].recompute.has_value());
+  const AccuracyOptions o = options();
+  CaseResult big = predict_case(f.cases[0], o);
+  ASSERT_TRUE(big.skipped.empty()) << big.skipped;
+  EXPECT_NE(big.plan.find("recompute=selective"), std::string::npos) << big.plan;
+  EXPECT_EQ(big.candidates, 3);  // none, selective, full
+  // The premise: published as `none`, the one candidate is taken as it ran, and needs more
+  // than the 40 GiB; published as `full`, it is slower than the selective choice.
+  AccuracyCase none = f.cases[0], full = f.cases[0];
+  none.recompute = "none";
+  full.recompute = "full";
+  CaseResult as_none = predict_case(none, o), as_full = predict_case(full, o);
+  ASSERT_TRUE(as_none.predicted_peak_memory_gib.has_value());
+  EXPECT_GT(*as_none.predicted_peak_memory_gib, 40.0);
+  EXPECT_LT(big.predicted_s, as_full.predicted_s);
+  CaseResult small = predict_case(f.cases[1], o);
+  ASSERT_TRUE(small.skipped.empty()) << small.skipped;
+  EXPECT_NE(small.plan.find("recompute=none"), std::string::npos) << small.plan;
+}
+
+TEST(Accuracy, SkipReasonNamesTheRealCause) {
+  // 61 layers on pp*vpp = 32 chunks cannot be split (the 30 middle chunks take 2 each): every
+  // candidate of the searched fields (sp, zero, recompute) fails that way, and the reason says
+  // so rather than naming whichever candidate came last.
+  CaseFile f = load_case_file(case_file(
+      "dtplan_cases_skip.yaml",
+      "version: 2\ncases:\n" +
+          v2_case("split",
+                  "{tp: 2, pp: 8, dp: 4, cp: 1, ep: 1, etp: null, vpp: 4, sp: null, zero: null, "
+                  "recompute: null, schedule: interleaved}",
+                  "{seq_len: 2048, global_batch: 64, micro_batch: 1, precision: bf16}",
+                  kNullFramework, 64, 61) +
+          // Micro-batch 64 at TP 1 fits in no recomputation mode on 40 GiB.
+          v2_case("memory",
+                  "{tp: 1, pp: 1, dp: 8, cp: 1, ep: 1, etp: null, vpp: 1, sp: false, zero: null, "
+                  "recompute: null, schedule: null}",
+                  "{seq_len: 8192, global_batch: 512, micro_batch: 64, precision: bf16}",
+                  kNullFramework, 8, 32)));
+  const AccuracyOptions o = options();
+  CaseResult split = predict_case(f.cases[0], o);
+  EXPECT_EQ(split.skipped,
+            "--pp: layers (61) are not divisible by pp*vpp = 32, and no split exists with fewer "
+            "layers on the first and last chunks (the 30 middle chunks would take 2 each, more "
+            "than all the layers) (all 12 candidates)");
+  CaseResult memory = predict_case(f.cases[1], o);
+  EXPECT_EQ(memory.skipped.rfind("no candidate fits in memory: the smallest of the 6 that satisfy "
+                                 "the published fields needs ",
+                                 0),
+            0u)
+      << memory.skipped;
+  EXPECT_NE(memory.skipped.find("GiB of 40.0 GiB (TP1 PP1 DP8 ZeRO-1 recompute=full"),
+            std::string::npos)
+      << memory.skipped;
+}
+
+TEST(Accuracy, UnevenSplitInsteadOfASkip) {
+  // 30 layers on 4 stages: the first and last take 7, the middle ones 8 (Plan::uneven_pp).
+  CaseFile f = load_case_file(case_file(
+      "dtplan_cases_uneven.yaml",
+      "version: 2\ncases:\n" +
+          v2_case("uneven",
+                  "{tp: 2, pp: 4, dp: 1, cp: 1, ep: 1, etp: null, vpp: 1, sp: true, zero: 0, "
+                  "recompute: full, schedule: 1f1b}",
+                  "{seq_len: 2048, global_batch: 16, micro_batch: 1, precision: bf16}",
+                  kNullFramework, 8, 30)));
+  CaseResult r = predict_case(f.cases[0], options());
+  ASSERT_TRUE(r.skipped.empty()) << r.skipped;
+  EXPECT_NE(r.plan.find("uneven-pp"), std::string::npos) << r.plan;
+}
+
 }  // namespace
 }  // namespace dtplan
