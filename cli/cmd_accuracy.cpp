@@ -18,9 +18,10 @@ namespace dtplan::cli {
 void register_accuracy(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand(
       "accuracy", "Predict published runs and compare with their measured step times");
-  static std::string cases_path, evaluator = "analytic", attention = "unfused", out, group;
+  static std::string cases_path, evaluator = "analytic", attention, out, group;
   static std::vector<std::string> only_profiles;
-  static bool json = false, overlap = false, verbose = false;
+  static bool json = false, overlap = false, no_overlap = false, tp_overlap = false,
+              no_tp_overlap = false, verbose = false;
   cmd->add_option("--cases", cases_path, "Case file (shared/groundtruth format)")->required();
   cmd->add_option("--evaluator", evaluator,
                   "analytic (closed form) or des (discrete-event simulator re-evaluates the chosen "
@@ -28,13 +29,21 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::IsMember({"analytic", "des"}))
       ->capture_default_str();
   cmd->add_option("--attention", attention,
-                  "Attention kernel assumed for every case (the dev set's frameworks predate "
-                  "FlashAttention: unfused)")
-      ->check(CLI::IsMember({"flash", "unfused"}))
-      ->capture_default_str();
-  cmd->add_flag("--overlap-grad-reduce", overlap,
-                "Assume the gradient reduce overlaps the backward (off: Megatron-LM 2021-22 and "
-                "Megatron-DeepSpeed reduced after the backward)");
+                  "Override: this attention kernel for every case (default: each case's "
+                  "framework.attention, unfused where it is null)")
+      ->check(CLI::IsMember({"flash", "unfused"}));
+  auto* ov = cmd->add_flag("--overlap-grad-reduce", overlap,
+                           "Override: the gradient reduce overlaps the backward in every case "
+                           "(default: each case's framework.grad_reduce_overlap, off where null)");
+  cmd->add_flag("--no-overlap-grad-reduce", no_overlap,
+                "Override: the gradient reduce follows the backward in every case")
+      ->excludes(ov);
+  auto* tov = cmd->add_flag("--tp-comm-overlap", tp_overlap,
+                            "Override: TP communication overlaps the GEMMs in every case "
+                            "(default: each case's framework.tp_comm_overlap, off where null)");
+  cmd->add_flag("--no-tp-comm-overlap", no_tp_overlap,
+                "Override: TP communication is not overlapped in any case")
+      ->excludes(tov);
   cmd->add_option("--group", group, "Only cases whose group starts with this prefix");
   cmd->add_option("--profile", only_profiles, "Only cases on these hardware profiles");
   cmd->add_flag("--json", json, "Machine-readable output (cases[] and summary)");
@@ -44,8 +53,9 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
     CaseFile file = load_case_file(cases_path);
     std::map<std::string, std::unique_ptr<HardwareProfile>> profiles;
     AccuracyOptions opt;
-    opt.flash_attention = attention == "flash";
-    opt.overlap_grad_reduce = overlap;
+    if (!attention.empty()) opt.flash_attention = attention == "flash";
+    if (overlap || no_overlap) opt.overlap_grad_reduce = overlap;
+    if (tp_overlap || no_tp_overlap) opt.tp_comm_overlap = tp_overlap;
     opt.des = evaluator == "des";
     opt.profile = [&](const std::string& name) -> const HardwareProfile* {
       auto it = profiles.find(name);
@@ -85,6 +95,11 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
             r.skipped.empty() ? nlohmann::json(r.predicted_s) : nlohmann::json();
         c["error_pct"] = r.skipped.empty() ? nlohmann::json(r.error_pct) : nlohmann::json();
         c["plan"] = r.plan;
+        c["candidates"] = r.candidates;
+        if (r.skipped.empty()) c["fits_in_memory"] = r.fits;
+        c["attention"] = r.flash_attention ? "flash" : "unfused";
+        c["overlap_grad_reduce"] = r.overlap_grad_reduce;
+        c["tp_comm_overlap"] = r.tp_comm_overlap;
         if (r.measured_peak_memory_gib) {
           c["measured_peak_memory_gib"] = *r.measured_peak_memory_gib;
           c["predicted_peak_memory_gib"] = r.predicted_peak_memory_gib
@@ -119,8 +134,19 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       };
       j["summary"] = summary_json(s);
       j["layer_summary"] = summary_json(ls);
-      j["assumptions"] = {
-          {"evaluator", evaluator}, {"attention", attention}, {"overlap_grad_reduce", overlap}};
+      // An override, or "per case" (each case's framework fact; the default where it is null).
+      auto setting = [](const std::optional<bool>& v, const char* on, const char* off) {
+        return v ? nlohmann::json(*v ? on : off) : nlohmann::json("per case");
+      };
+      j["assumptions"] = {{"evaluator", evaluator},
+                          {"attention", setting(opt.flash_attention, "flash", "unfused")},
+                          {"overlap_grad_reduce", setting(opt.overlap_grad_reduce, "on", "off")},
+                          {"tp_comm_overlap", setting(opt.tp_comm_overlap, "on", "off")},
+                          {"null_defaults",
+                           {{"attention", "unfused"},
+                            {"overlap_grad_reduce", "off"},
+                            {"overlap_param_gather", "off"},
+                            {"tp_comm_overlap", "off"}}}};
       text = j.dump(2) + "\n";
     } else {
       fmt::format_to(o, "{:<58} {:>11} {:>11} {:>8}\n", "case", "predicted s", "measured s",
@@ -164,8 +190,15 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
         fmt::format_to(o, "layer cases: MAPE {:.2f}%, max |error| {:.2f}%\n", ls.mape_pct,
                        ls.max_abs_pct);
       }
-      fmt::format_to(o, "assumed for every case: {} attention, gradient reduce {}overlapped\n",
-                     attention, overlap ? "" : "not ");
+      auto setting = [](const std::optional<bool>& v, const char* on, const char* off) {
+        return v ? fmt::format("{} (override)", *v ? on : off) : std::string("per case");
+      };
+      fmt::format_to(o,
+                     "framework settings: attention {}, gradient-reduce overlap {}, TP overlap {} "
+                     "(per case: the case's framework block; null: unfused, not overlapped)\n",
+                     setting(opt.flash_attention, "flash", "unfused"),
+                     setting(opt.overlap_grad_reduce, "on", "off"),
+                     setting(opt.tp_comm_overlap, "on", "off"));
     }
     write_output(text, out);
     ctx.exit_code = 0;

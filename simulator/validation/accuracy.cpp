@@ -53,6 +53,7 @@ ModelSpec case_model(YamlMap& y, int64_t seq_len) {
     e.shared_ffn_hidden = mo->opt_int("shared_ffn_hidden", 0).value_or(e.expert_ffn_hidden);
     e.dense_layers = static_cast<int>(mo->opt_int("dense_layers", 0).value_or(0));
     mo->allow("layer_freq");
+    mo->finish();
     m.moe = e;
   }
   if (auto ml = y.opt_map("mla")) {
@@ -62,8 +63,12 @@ ModelSpec case_model(YamlMap& y, int64_t seq_len) {
     a.qk_nope_head_dim = static_cast<int>(ml->get_int("qk_nope_head_dim"));
     a.qk_rope_head_dim = static_cast<int>(ml->get_int("qk_rope_head_dim"));
     a.v_head_dim = static_cast<int>(ml->get_int("v_head_dim"));
+    // v2: multi-token-prediction modules; null (the run does not say) is taken as none.
+    m.mtp_layers = static_cast<int>(ml->opt_int("mtp_layers", 0).value_or(0));
+    ml->finish();
     m.mla = a;
   }
+  y.finish();
   return m;
 }
 
@@ -72,13 +77,107 @@ Precision case_precision(YamlMap& y) {
   return *parse_precision(s);
 }
 
+// The v2 `framework` block (absent in v1: all null). Unknown keys are refused.
+FrameworkFacts case_framework(YamlMap& y) {
+  FrameworkFacts f;
+  auto fw = y.opt_map("framework");
+  if (!fw) return f;
+  f.name = fw->opt_string("name");
+  f.version = fw->opt_string("version");
+  f.attention = fw->opt_enum("attention", {"flash", "unfused"});
+  f.tp_comm_overlap = fw->opt_bool("tp_comm_overlap");
+  f.grad_reduce_overlap = fw->opt_bool("grad_reduce_overlap");
+  f.param_gather_overlap = fw->opt_bool("param_gather_overlap");
+  f.fp8_recipe = fw->opt_enum("fp8_recipe", {"delayed", "current", "mxfp8", "blockwise"});
+  fw->allow("notes");
+  fw->finish();
+  return f;
+}
+
+Recompute parse_recompute(const std::string& s) {
+  return s == "full"        ? Recompute::kFull
+         : s == "selective" ? Recompute::kSelective
+                            : Recompute::kNone;
+}
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+// 1, 2, 4, ... up to n, each dividing n (just {1} when n < 1).
+std::vector<int> powers_of_two_dividing(int64_t n) {
+  std::vector<int> d{1};
+  for (int64_t x = 2; n > 0 && x <= n && n % x == 0; x *= 2) d.push_back(static_cast<int>(x));
+  return d;
+}
+
+// Why the candidates of a case failed, gathered over all of them (CaseResult::skipped).
+class SkipReasons {
+ public:
+  // A candidate the published fields, the model or the hardware rule out.
+  void refused(const std::vector<Violation>& v) {
+    std::vector<std::string> texts;
+    for (const Violation& x : v) texts.push_back(fmt::format("{}: {}", x.flag, x.reason));
+    for (const std::string& t : texts)
+      if (std::find(order_.begin(), order_.end(), t) == order_.end()) order_.push_back(t);
+    for (const std::string& t : texts) ++counts_[t];
+    if (refused_++ == 0) {
+      common_ = texts;
+    } else {
+      std::erase_if(common_, [&](const std::string& t) {
+        return std::find(texts.begin(), texts.end(), t) == texts.end();
+      });
+    }
+  }
+  // A valid candidate that needs more memory than a GPU has.
+  void too_big(const Plan& p, double need_bytes, double capacity_bytes) {
+    if (too_big_++ == 0 || need_bytes < least_need_bytes_) {
+      least_need_bytes_ = need_bytes;
+      least_plan_ = p.describe();
+    }
+    capacity_bytes_ = capacity_bytes;
+  }
+  std::string explain() const {
+    if (too_big_ > 0)
+      return fmt::format(
+          "no candidate fits in memory: the smallest of the {} that satisfy the published fields "
+          "needs {:.1f} GiB of {:.1f} GiB ({})",
+          too_big_, least_need_bytes_ / units::kGiB, capacity_bytes_ / units::kGiB, least_plan_);
+    if (refused_ == 0) return "no layout satisfies the published fields";
+    if (!common_.empty())
+      return refused_ == 1 ? common_.front()
+                           : fmt::format("{} (all {} candidates)", common_.front(), refused_);
+    // No reason is shared by all: the most frequent one, first seen on ties.
+    const std::string* best = &order_.front();
+    for (const std::string& t : order_)
+      if (counts_.at(t) > counts_.at(*best)) best = &t;
+    return fmt::format(
+        "no candidate satisfies the published fields; the most frequent reason "
+        "({} of {} candidates): {}",
+        counts_.at(*best), refused_, *best);
+  }
+
+ private:
+  int refused_ = 0, too_big_ = 0;
+  std::vector<std::string> common_;  // violations every refused candidate had
+  std::vector<std::string> order_;   // every violation, in the order first seen
+  std::map<std::string, int> counts_;
+  double least_need_bytes_ = 0, capacity_bytes_ = 0;
+  std::string least_plan_;
+};
+
 }  // namespace
 
 CaseFile load_case_file(const std::string& path) {
   YAML::Node root = load_yaml_file(path);
   YamlMap top(root, path, "");
   CaseFile out;
-  top.get_int("version");
+  const int64_t version = top.get_int("version");
+  if (version > 2)
+    top.fail("version", fmt::format("schema {} is not known (1 and 2 are)", version));
   YAML::Node cases = top.child("cases");
   if (!cases.IsDefined() || !cases.IsSequence()) top.fail("cases", "expected a list of cases");
   size_t i = 0;
@@ -93,11 +192,13 @@ CaseFile load_case_file(const std::string& path) {
     YamlMap hw = y.get_map("hardware");
     c.profile = hw.get_string("profile");
     c.num_gpus = static_cast<int>(hw.get_int("num_gpus"));
+    hw.finish();
     YamlMap tr = y.get_map("training");
     c.workload.seq_len = tr.get_int("seq_len");
     c.workload.global_batch = tr.get_int("global_batch");
     c.mbs = opt_int(tr, "micro_batch", 1);
     c.workload.precision = case_precision(tr);
+    tr.finish();
     YamlMap mo = y.get_map("model");
     c.model = case_model(mo, c.workload.seq_len);
     YamlMap pl = y.get_map("plan");
@@ -111,12 +212,16 @@ CaseFile load_case_file(const std::string& path) {
     c.sp = pl.opt_bool("sp");
     c.zero = opt_int(pl, "zero", 0);
     c.recompute = pl.opt_enum("recompute", {"none", "selective", "full"});
-    c.schedule = pl.opt_string("schedule");
+    c.schedule = pl.opt_enum("schedule", {"gpipe", "1f1b", "interleaved", "dualpipe"});
+    pl.finish();
+    c.framework = case_framework(y);
     YamlMap me = y.get_map("measured");
     c.measured_step_time_s = me.get_double("step_time_s", 0);
     c.measured_peak_memory_gib = me.opt_double("peak_memory_gib", 0);
     me.allow("derivation");
     me.allow("printed");
+    me.finish();
+    y.finish();
     out.cases.push_back(std::move(c));
   }
   YAML::Node layers = top.child("layer_cases");
@@ -131,30 +236,39 @@ CaseFile load_case_file(const std::string& path) {
       YamlMap hw = y.get_map("hardware");
       c.profile = hw.get_string("profile");
       c.num_gpus = static_cast<int>(hw.get_int("num_gpus"));
+      hw.finish();
       YamlMap tr = y.get_map("training");
       c.mbs = static_cast<int>(tr.get_int("micro_batch"));
       c.workload.seq_len = tr.get_int("seq_len");
       c.workload.precision = case_precision(tr);
       c.workload.global_batch = c.mbs;
+      tr.finish();
       YamlMap mo = y.get_map("model");
       c.model = case_model(mo, c.workload.seq_len);
       YamlMap pl = y.get_map("plan");
       c.tp = static_cast<int>(pl.get_int("tp"));
       c.sp = pl.opt_bool("sp").value_or(false);
       c.recompute = pl.opt_enum("recompute", {"none", "selective", "full"}).value_or("none");
+      pl.finish();
+      c.framework = case_framework(y);
       YamlMap me = y.get_map("measured");
       c.measured_layer_ms = me.get_double("layer_fwd_bwd_ms", 0);
+      me.finish();
+      y.finish();
       out.layer_cases.push_back(std::move(c));
     }
   }
+  top.finish();
   return out;
 }
 
-static std::vector<int> divisors(int n) {
-  std::vector<int> d;
-  for (int i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
-  return d;
+FrameworkSettings framework_settings(const FrameworkFacts& f, const AccuracyOptions& opt) {
+  FrameworkSettings s;
+  s.flash_attention = opt.flash_attention.value_or(f.attention.value_or("unfused") == "flash");
+  s.overlap_grad_reduce = opt.overlap_grad_reduce.value_or(f.grad_reduce_overlap.value_or(false));
+  s.overlap_param_gather = f.param_gather_overlap.value_or(false);
+  s.tp_comm_overlap = opt.tp_comm_overlap.value_or(f.tp_comm_overlap.value_or(false));
+  return s;
 }
 
 CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
@@ -165,6 +279,10 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   r.measured_peak_memory_gib = c.measured_peak_memory_gib;
   r.num_gpus = c.num_gpus;
   r.global_batch = c.workload.global_batch;
+  const FrameworkSettings fw = framework_settings(c.framework, opt);
+  r.flash_attention = fw.flash_attention;
+  r.overlap_grad_reduce = fw.overlap_grad_reduce;
+  r.tp_comm_overlap = fw.tp_comm_overlap;
   const HardwareProfile* hw = opt.profile ? opt.profile(c.profile) : nullptr;
   if (!hw) {
     r.skipped = fmt::format("unknown hardware profile '{}'", c.profile);
@@ -174,105 +292,125 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   cluster.profile = *hw;
   cluster.num_gpus = c.num_gpus;
 
-  // Candidate values for every field; a published field has exactly one.
+  // Candidate values for every field (accuracy.h); a published field has exactly one.
   const int n = c.num_gpus;
-  auto cands = [&](const std::optional<int>& v, std::vector<int> all) {
-    return v ? std::vector<int>{*v} : all;
-  };
+  auto cands = [](const auto& v, auto all) { return v ? decltype(all){*v} : all; };
   const std::vector<int> all_div = divisors(n);
-  // Unpublished TP: the sizes that tile a node (divisors of the GPUs per node).
-  const std::vector<int> tps = cands(c.tp, [&] {
-    std::vector<int> t;
-    for (int x : all_div)
-      if (hw->node.gpus_per_node % x == 0) t.push_back(x);
-    return t;
-  }());
+  std::vector<int> node_div;  // the sizes that tile a node
+  for (int x : divisors(hw->node.gpus_per_node))
+    if (n % x == 0) node_div.push_back(x);
+  const std::vector<int> tps = cands(c.tp, node_div);
   const std::vector<int> pps = cands(c.pp, all_div);
-  const std::vector<int> cps = cands(c.cp, {1});
-  const std::vector<int> mbss = cands(c.mbs, {1, 2, 4, 8});
-  const std::vector<int> vpps = cands(c.vpp, {1, 2, 3, 4, 6, 8});
-  const std::vector<int> zeros = cands(c.zero, {0, 1});
-  std::vector<int> sps = c.sp ? std::vector<int>{*c.sp ? 1 : 0} : std::vector<int>{0, 1};
+  const std::vector<int> cps = cands(c.cp, std::vector<int>{1});
+  const bool moe = c.model.moe.has_value();
+  const std::vector<int> eps =
+      moe ? cands(c.ep, divisors(c.model.moe->experts)) : std::vector<int>{c.ep.value_or(1)};
+  const std::vector<int> etps =
+      moe ? cands(c.etp, divisors(hw->node.gpus_per_node)) : std::vector<int>{c.etp.value_or(1)};
+  const std::vector<int> vpps = cands(c.vpp, std::vector<int>{1, 2, 3, 4, 6, 8});
+  const std::vector<int> zeros = cands(c.zero, std::vector<int>{0, 1});
+  const std::vector<bool> sps = cands(c.sp, std::vector<bool>{false, true});
+  const std::vector<Recompute> recs =
+      c.recompute
+          ? std::vector<Recompute>{parse_recompute(*c.recompute)}
+          : std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 
-  double best = -1;
-  Plan best_plan;
-  Estimate best_est;
-  int evaluated = 0;
-  std::string last_reason = "no layout satisfies the published fields";
+  // Every candidate that satisfies the published fields, the model and the hardware.
+  SkipReasons reasons;
+  std::vector<Plan> valid;
+  int tried = 0;
   for (int tp : tps)
     for (int pp : pps)
       for (int cp : cps) {
-        if (static_cast<int64_t>(tp) * pp * cp > n || n % (tp * pp * cp) != 0) continue;
-        const int dp = n / (tp * pp * cp);
-        if (c.dp && *c.dp != dp) continue;
-        for (int mbs : mbss)
-          for (int vpp : vpps)
-            for (int zero : zeros)
-              for (int sp : sps) {
-                Plan p;
-                p.tp = tp;
-                p.pp = pp;
-                p.cp = cp;
-                p.dp = dp;
-                p.ep = c.ep.value_or(1);
-                p.etp = c.etp.value_or(1);
-                p.vpp = pp == 1 ? 1 : vpp;
-                if (pp == 1 && vpp != vpps.front()) continue;
-                p.sp = sp == 1 && tp > 1;
-                if (sp == 1 && tp == 1 && sps.size() > 1) continue;
-                p.zero = (dp * cp == 1) ? 0 : zero;
-                if (dp * cp == 1 && zero != zeros.front()) continue;
-                p.mbs = mbs;
-                p.gbs = c.workload.global_batch;
-                const std::string rec = c.recompute.value_or("none");
-                p.recompute = rec == "full"        ? Recompute::kFull
-                              : rec == "selective" ? Recompute::kSelective
-                                                   : Recompute::kNone;
-                if (c.schedule && *c.schedule != "dualpipe")
-                  p.schedule = *c.schedule;
-                else if (c.schedule)
-                  p.schedule = "dualpipe-v";
-                else
-                  p.schedule = p.vpp > 1 ? "interleaved" : "1f1b";
-                if (p.pp == 1) p.schedule = "1f1b";
-                p.flash_attention = opt.flash_attention;
-                p.overlap_grad_reduce = opt.overlap_grad_reduce;
-                Workload w = c.workload;
-                auto v = validate_plan(c.model, n, w, p);
-                if (v.empty()) v = validate_schedule(p);
-                if (v.empty()) v = validate_against_hardware(*hw, w, p);
-                if (!v.empty()) {
-                  last_reason = fmt::format("{}: {}", v.front().flag, v.front().reason);
-                  continue;
-                }
-                Estimate e = estimate(c.model, cluster, w, p);
-                ++evaluated;
-                // A published layout is taken as it ran, even where our memory model says it
-                // does not fit; unpublished fields only take values that fit.
-                const bool all_published = tps.size() == 1 && pps.size() == 1 && mbss.size() == 1 &&
-                                           vpps.size() == 1 && zeros.size() == 1 && sps.size() == 1;
-                if (!e.fits && !all_published) {
-                  last_reason = "no candidate layout fits in memory";
-                  continue;
-                }
-                if (best < 0 || e.step_time_s < best) {
-                  best = e.step_time_s;
-                  best_plan = p;
-                  best_est = e;
-                }
-              }
+        const int64_t mp = int64_t{tp} * pp * cp;
+        if (!c.dp && n % mp != 0) {
+          ++tried;
+          reasons.refused({{"--dp", fmt::format("tp*pp*cp = {}*{}*{} = {} does not divide the {} "
+                                                "GPUs",
+                                                tp, pp, cp, mp, n)}});
+          continue;
+        }
+        const int dp = c.dp ? *c.dp : static_cast<int>(n / mp);
+        const std::vector<int> mbss =
+            cands(c.mbs, powers_of_two_dividing(
+                             c.workload.global_batch % dp == 0 ? c.workload.global_batch / dp : 1));
+        for (int ep : eps)
+          for (int etp : etps)
+            for (int mbs : mbss)
+              for (int vpp : vpps)
+                for (int zero : zeros)
+                  for (bool sp : sps)
+                    for (Recompute rec : recs) {
+                      // Fields that do not apply take one value (README: vpp 1 without a
+                      // pipeline, zero 0 without data parallelism, sp off without TP).
+                      if (pp == 1 && vpp != vpps.front()) continue;
+                      if (dp * cp == 1 && zero != zeros.front()) continue;
+                      if (tp == 1 && sp != sps.front()) continue;
+                      Plan p;
+                      p.tp = tp;
+                      p.pp = pp;
+                      p.cp = cp;
+                      p.dp = dp;
+                      p.ep = ep;
+                      p.etp = etp;
+                      p.vpp = pp == 1 ? 1 : vpp;
+                      p.sp = sp && tp > 1;
+                      p.zero = dp * cp == 1 ? 0 : zero;
+                      p.mbs = mbs;
+                      p.gbs = c.workload.global_batch;
+                      p.recompute = rec;
+                      if (c.schedule)
+                        p.schedule = *c.schedule == "dualpipe" ? "dualpipe-v" : *c.schedule;
+                      else
+                        p.schedule = p.vpp > 1 ? "interleaved" : "1f1b";
+                      if (p.pp == 1) p.schedule = "1f1b";
+                      p.uneven_pp = c.model.layers % (p.pp * p.vpp) != 0;
+                      p.flash_attention = fw.flash_attention;
+                      p.overlap_grad_reduce = fw.overlap_grad_reduce;
+                      p.overlap_param_gather = fw.overlap_param_gather;
+                      p.tp_comm_overlap = fw.tp_comm_overlap;
+                      ++tried;
+                      auto v = validate_plan(c.model, n, c.workload, p);
+                      if (v.empty()) v = validate_schedule(p);
+                      for (Violation& x : validate_against_hardware(*hw, c.workload, p))
+                        v.push_back(std::move(x));
+                      if (!v.empty()) {
+                        reasons.refused(v);
+                        continue;
+                      }
+                      valid.push_back(std::move(p));
+                    }
       }
-  if (best < 0) {
-    r.skipped = last_reason;
+  r.candidates = tried;
+
+  // The fastest valid candidate that fits; a single valid one is the layout that ran.
+  EstimatorCache cache;
+  const Plan* best_plan = nullptr;
+  Estimate best_est;
+  for (const Plan& p : valid) {
+    Estimate e = estimate(c.model, cluster, c.workload, p, {}, &cache);
+    if (!e.fits && valid.size() > 1) {
+      reasons.too_big(p, e.memory_peak.total_bytes(), e.memory_capacity_bytes);
+      continue;
+    }
+    if (!best_plan || e.step_time_s < best_est.step_time_s) {
+      best_plan = &p;
+      best_est = e;
+    }
+  }
+  if (!best_plan) {
+    r.skipped = reasons.explain();
     return r;
   }
-  if (opt.des && (best_plan.pp == 1 || des::simulator_supports(best_plan.schedule))) {
-    best = des::simulate_step(c.model, cluster, c.workload, best_plan).estimate.step_time_s;
+  double best = best_est.step_time_s;
+  if (opt.des && (best_plan->pp == 1 || des::simulator_supports(best_plan->schedule))) {
+    best = des::simulate_step(c.model, cluster, c.workload, *best_plan).estimate.step_time_s;
   }
   r.predicted_s = best;
   r.error_pct = (best - r.measured_s) / r.measured_s * 100.0;
-  r.plan = best_plan.describe();
+  r.plan = best_plan->describe();
   r.predicted_peak_memory_gib = best_est.memory_peak.total_bytes() / units::kGiB;
+  r.fits = best_est.fits;
   return r;
 }
 
@@ -295,7 +433,8 @@ CaseResult predict_layer_case(const LayerCase& c, const AccuracyOptions& opt) {
   p.recompute = c.recompute == "full"        ? Recompute::kFull
                 : c.recompute == "selective" ? Recompute::kSelective
                                              : Recompute::kNone;
-  p.flash_attention = opt.flash_attention;
+  p.flash_attention = framework_settings(c.framework, opt).flash_attention;
+  r.flash_attention = p.flash_attention;
   Cluster cl;
   cl.profile = *hw;
   cl.num_gpus = c.tp;

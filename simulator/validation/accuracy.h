@@ -1,11 +1,35 @@
-// Predicted vs measured: reads the ground-truth case format (shared/groundtruth/README.md),
-// predicts every case with an evaluator, and summarizes the error (MAPE, median, max,
-// per-group MAPE and Spearman rank correlation, coverage).
+// Predicted vs measured: reads the ground-truth case format (shared/groundtruth/README.md,
+// schema v1 and v2), predicts every case with an evaluator, and summarizes the error (MAPE,
+// median, max, per-group MAPE and Spearman rank correlation, coverage).
 //
-// A plan field that is null in a case is unpublished: the runner evaluates every feasible
-// value of it and keeps the fastest plan that fits in memory (the "best feasible value").
-// Framework knobs the case format does not carry (attention kernel, gradient-reduce overlap)
-// are runner options, applied to every case alike.
+// Reading: every map of a case is read strictly (an unknown key, a wrong type or value is an
+// InputError with file:line:col, as everywhere else). A v1 file has no `framework` block: its
+// cases read as all-null framework facts.
+//
+// Framework facts (v2 `framework` block), per case: `attention` sets Plan::flash_attention,
+// `grad_reduce_overlap` Plan::overlap_grad_reduce, `param_gather_overlap`
+// Plan::overlap_param_gather and `tp_comm_overlap` Plan::tp_comm_overlap. An override in
+// AccuracyOptions (the CLI's --attention, --[no-]overlap-grad-reduce, --[no-]tp-comm-overlap)
+// wins for every case. A null fact takes one default for every case alike: unfused attention
+// and no overlap (what Megatron-LM and DeepSpeed do unless told otherwise: FlashAttention,
+// --overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap and DeepSpeed's overlap_comm
+// are all opt-in). `name`, `version`, `fp8_recipe` and `notes` are read and carried, not modelled.
+//
+// Unpublished plan fields (null): the runner evaluates the candidates below and keeps the
+// fastest plan that fits in memory (the README's "best feasible value"):
+//   tp: the divisors of the GPU count that tile a node; pp: every divisor of the GPU count;
+//   dp: the GPU count / (tp*pp*cp); cp: 1; micro_batch: the powers of two that divide the batch
+//   per replica (global_batch / dp); vpp (pp > 1): 1, 2, 3, 4, 6, 8; schedule (pp > 1): 1F1B
+//   when vpp = 1, interleaved when vpp > 1; sp (tp > 1): off and on; zero (dp*cp > 1): 0 and 1;
+//   recompute: none, selective and full; MoE ep: the divisors of the expert count, etp: the
+//   divisors of the GPUs per node (dense models: ep = etp = 1).
+// Published and searched values alike: when layers do not divide by pp*vpp, the split is
+// uneven (Plan::uneven_pp: the first and last chunks take fewer layers) where one exists.
+// When exactly one candidate satisfies the published fields, it is the layout that ran and is
+// taken even where the memory model says it does not fit. A case with no prediction is skipped
+// with the cause found across all candidates (CaseResult::skipped): the memory shortfall of the
+// smallest candidate when some satisfy the published fields but none fits, else the violation
+// every candidate shares, else the most frequent one. No rule names a source, group or case.
 #pragma once
 
 #include <functional>
@@ -20,6 +44,15 @@
 
 namespace dtplan {
 
+// The v2 `framework` block: facts of the training software; nullopt where the source does not
+// settle them (and for every field of a v1 file).
+struct FrameworkFacts {
+  std::optional<std::string> name, version;
+  std::optional<std::string> attention;  // "flash" or "unfused"
+  std::optional<bool> tp_comm_overlap, grad_reduce_overlap, param_gather_overlap;
+  std::optional<std::string> fp8_recipe;  // delayed, current, mxfp8, blockwise
+};
+
 struct AccuracyCase {
   std::string id, group, source;
   ModelSpec model;
@@ -31,6 +64,7 @@ struct AccuracyCase {
   std::optional<std::string> recompute, schedule;
   double measured_step_time_s = 0;
   std::optional<double> measured_peak_memory_gib;
+  FrameworkFacts framework;
   int line = 0;  // where the case starts in the file
 };
 
@@ -43,6 +77,7 @@ struct LayerCase {
   bool sp = false;
   std::string recompute;
   double measured_layer_ms = 0;
+  FrameworkFacts framework;
 };
 
 struct CaseFile {
@@ -53,8 +88,8 @@ struct CaseFile {
 CaseFile load_case_file(const std::string& path);
 
 struct AccuracyOptions {
-  bool flash_attention = false;      // the dev set's frameworks used unfused attention
-  bool overlap_grad_reduce = false;  // and reduced gradients after the backward
+  // Overrides for every case; nullopt: each case's framework fact, its default where null.
+  std::optional<bool> flash_attention, overlap_grad_reduce, tp_comm_overlap;
   // Re-evaluate the chosen layout with the discrete-event simulator (schedules it orders).
   bool des = false;
   // Profile lookup: name -> profile (lets callers substitute fitted parameters).
@@ -68,9 +103,15 @@ struct CaseResult {
   double error_pct = 0;  // (predicted - measured) / measured x 100
   std::string skipped;   // reason, empty when predicted
   std::string plan;      // the evaluated layout
+  int candidates = 0;    // layouts tried (published fields fixed, unpublished ones searched)
+  // The framework settings the case ran with (its facts, the defaults, or the overrides).
+  bool flash_attention = false, overlap_grad_reduce = false, tp_comm_overlap = false;
   int num_gpus = 0;
   int64_t global_batch = 0;
   std::optional<double> measured_peak_memory_gib, predicted_peak_memory_gib;
+  // Whether the evaluated layout fits in memory by the model (false only for a case whose one
+  // valid candidate is taken as it ran).
+  bool fits = true;
 };
 
 struct GroupSummary {
@@ -90,6 +131,13 @@ struct AccuracySummary {
   int cases_total = 0, cases_predicted = 0;
   std::vector<GroupSummary> groups;
 };
+
+// The framework settings of a case: the override where set, else the fact, else the default.
+struct FrameworkSettings {
+  bool flash_attention = false, overlap_grad_reduce = false, overlap_param_gather = false,
+       tp_comm_overlap = false;
+};
+FrameworkSettings framework_settings(const FrameworkFacts& f, const AccuracyOptions& opt);
 
 CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt);
 CaseResult predict_layer_case(const LayerCase& c, const AccuracyOptions& opt);
