@@ -190,6 +190,16 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
     if (hw.node.nvlink_domain_gpus < hw.node.gpus_per_node)
       n.fail("nvlink_domain_gpus", fmt::format("must be >= gpus_per_node ({}), got {}",
                                                hw.node.gpus_per_node, hw.node.nvlink_domain_gpus));
+    hw.node.nvlink_domain_job_gpus =
+        static_cast<int>(n.opt_int("nvlink_domain_job_gpus").value_or(hw.node.nvlink_domain_gpus));
+    if (hw.node.nvlink_domain_job_gpus > hw.node.nvlink_domain_gpus ||
+        hw.node.nvlink_domain_job_gpus < hw.node.gpus_per_node ||
+        hw.node.nvlink_domain_job_gpus % hw.node.gpus_per_node != 0)
+      n.fail("nvlink_domain_job_gpus",
+             fmt::format("must be a multiple of gpus_per_node ({}) between it and "
+                         "nvlink_domain_gpus ({}), got {}",
+                         hw.node.gpus_per_node, hw.node.nvlink_domain_gpus,
+                         hw.node.nvlink_domain_job_gpus));
     hw.node.fabric = n.get_enum("fabric", {"nvswitch", "nvlink-mesh", "pcie"});
     hw.node.nvlink_gbps_per_direction = n.get_double("nvlink_gbps_per_direction", 0);
     hw.node.latency_us = n.get_double("latency_us", 0, true);

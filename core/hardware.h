@@ -30,7 +30,14 @@ struct GpuSpec {
 struct NodeSpec {
   int gpus_per_node = 0;
   int nvlink_domain_gpus = 0;  // GPUs reachable over NVLink (>= gpus_per_node)
-  std::string fabric;          // nvswitch | nvlink-mesh | pcie
+  // GPUs of one NVLink domain a job's ranks fill before the next domain (a multiple of
+  // gpus_per_node, <= nvlink_domain_gpus): all of it by default; 64 on an NVL72 rack, whose
+  // schedulers allocate 16 of its 18 compute trays to one job's segment.
+  int nvlink_domain_job_gpus = 0;
+  int placement_domain_gpus() const {
+    return nvlink_domain_job_gpus > 0 ? nvlink_domain_job_gpus : nvlink_domain_gpus;
+  }
+  std::string fabric;  // nvswitch | nvlink-mesh | pcie
   double nvlink_gbps_per_direction = 0;
   double latency_us = 0;
   std::string source;

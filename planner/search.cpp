@@ -223,7 +223,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
                     const IEvaluator& evaluator) {
   const auto start = std::chrono::steady_clock::now();
   const int n = c.num_gpus;
-  const int domain = std::max(1, c.profile.node.nvlink_domain_gpus);
+  const int domain = std::max(1, c.profile.node.placement_domain_gpus());
   const double budget = c.profile.gpu.memory_gib * units::kGiB * (1.0 - opt.memory_margin);
   const int top_k = std::max(1, opt.top_k);
   SearchResult result;

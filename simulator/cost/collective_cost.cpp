@@ -30,11 +30,14 @@ LinkRates link_rates(const HardwareProfile& hw, const GroupPlacement& g) {
   LinkRates r;
   const EfficiencyParams& e = hw.efficiency;
   r.intra_busbw_gbps = hw.node.nvlink_gbps_per_direction * e.nvlink_bw_fraction;
-  // The node's NICs are shared by every GPU of the node whose groups communicate at once; this
-  // group owns ranks_per_node of them (rail-optimized: one NIC rail per local rank).
+  // The NICs of the NVLink domain (every tray's, nics_per_node per gpus_per_node GPUs) are
+  // shared by every GPU of the domain whose groups communicate at once; this group owns
+  // ranks_per_node of them (rail-optimized: one NIC rail per local rank). On a DGX the domain
+  // is one node; on an NVL72 rack a 64-GPU domain holds 16 trays' NICs, one per GPU.
   const double busy = std::max(1, g.node_gpus_busy);
   const double share = std::min(1.0, g.ranks_per_node / busy);
-  double node_bw = hw.scale_out.node_gbps() * e.network_bw_fraction * share;
+  const double trays = std::ceil(busy / std::max(1, hw.node.gpus_per_node));
+  double node_bw = hw.scale_out.node_gbps() * trays * e.network_bw_fraction * share;
   if (hw.scale_out.oversubscription > 1.0 && g.nodes > 1) node_bw /= hw.scale_out.oversubscription;
   r.inter_busbw_gbps = std::min(r.intra_busbw_gbps, std::max(node_bw, 1e-3));
   r.alpha_intra_s = hw.node.latency_us * 1e-6;

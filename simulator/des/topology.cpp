@@ -39,7 +39,7 @@ Topology::Topology(const HardwareProfile& hw, int num_gpus, const std::vector<in
                    FlowNetwork& net)
     : g_(std::make_unique<Graph>()), net_(net) {
   const int per_node = std::max(1, hw.node.gpus_per_node);
-  const int domain = std::max(per_node, hw.node.nvlink_domain_gpus);
+  const int domain = std::max(per_node, hw.node.placement_domain_gpus());
   const int nics = std::max(1, hw.scale_out.nics_per_node);
   const int nodes = std::max(1, (num_gpus + per_node - 1) / per_node);
   const double nvlink = hw.node.nvlink_gbps_per_direction * units::kGB;

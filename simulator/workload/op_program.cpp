@@ -43,8 +43,9 @@ static GroupPlacement place(int size, int stride, int gpus_per_node, int num_gpu
 }
 
 Placements place_groups(const Plan& p, const HardwareProfile& hw, int num_gpus) {
-  // The NVLink domain is what "node" means for placement (72 GPUs on an NVL72 rack).
-  const int g = std::max(1, hw.node.nvlink_domain_gpus);
+  // The NVLink domain a job fills is what "node" means for placement (64 of an NVL72 rack's 72
+  // GPUs: core/hardware.h); its scale-out bandwidth is all its trays' NICs (link_rates).
+  const int g = std::max(1, hw.node.placement_domain_gpus());
   Placements out;
   // Dense grid: order of the dims in the rank order, innermost first (ep is carved out of
   // cp x dp and has its own grid below).

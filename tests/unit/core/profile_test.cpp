@@ -44,6 +44,11 @@ TEST(Profiles, DatasheetConstants) {
   EXPECT_DOUBLE_EQ(h100.scale_out.nic_gbps, 50);
   EXPECT_DOUBLE_EQ(load_profile("dgx-b200").gpu.peak_tflops[0], 2250);
   EXPECT_EQ(load_profile("gb200-nvl72").node.nvlink_domain_gpus, 72);
+  // Jobs fill 16 of the rack's 18 trays (NVIDIA's Slurm segment guidance, the profile's source);
+  // a DGX's domain is its node.
+  EXPECT_EQ(load_profile("gb200-nvl72").node.placement_domain_gpus(), 64);
+  EXPECT_EQ(load_profile("gb300-nvl72").node.placement_domain_gpus(), 64);
+  EXPECT_EQ(load_profile("dgx-h100").node.placement_domain_gpus(), 8);
 }
 
 TEST(Cluster, ProfileNeedsGpusAndClusterYamlGivesThem) {
