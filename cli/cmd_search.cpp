@@ -24,7 +24,7 @@ namespace {
 std::string layout(const Plan& p) {
   return fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>9} {:>4} {:<11}", p.tp,
                      p.pp, p.cp, p.ep, p.dp, p.vpp, p.sp ? "on" : "-", p.zero,
-                     to_string(p.recompute), p.mbs, p.pp > 1 ? p.schedule : "-");
+                     to_string(p.recompute), p.mbs, p.pp > 1 ? p.schedule.str() : "-");
 }
 
 }  // namespace
@@ -179,7 +179,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
             model.name, params_b, w.seq_len, p.tp, p.pp, p.cp, p.ep, p.dp, p.mbs, p.vpp,
             model.layers, model.hidden, model.ffn_hidden, p.gbs, cluster.nodes(),
             cluster.profile.node.gpus_per_node, p.zero, to_string(p.recompute),
-            p.pp > 1 ? p.schedule : "none", e.step_time_s,
+            p.pp > 1 ? p.schedule.str() : "none", e.step_time_s,
             static_cast<double>(p.gbs) / e.step_time_s, e.model_tflops_per_gpu,
             e.model_tflops_per_gpu * cluster.num_gpus, e.mfu, e.memory_peak.total_bytes() / gib);
       }

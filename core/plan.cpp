@@ -3,8 +3,24 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
+#include <mutex>
 
 namespace dtplan {
+
+ScheduleName::ScheduleName(std::string_view name) {
+  // Interned under a lock: plans are built on the CLI and search threads alike. A name is made
+  // once per distinct text; searches copy the ones they made.
+  static std::mutex lock;
+  static std::deque<std::string> names;  // stable addresses
+  std::lock_guard<std::mutex> g(lock);
+  for (const std::string& n : names)
+    if (n == name) {
+      name_ = &n;
+      return;
+    }
+  name_ = &names.emplace_back(name);
+}
 
 const char* to_string(Recompute r) {
   switch (r) {
@@ -69,6 +85,8 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
     add("--tp", fmt::format("kv_heads ({}) are not divisible by tp ({})", m.kv_heads, p.tp));
   if (m.ffn_hidden % p.tp != 0)
     add("--tp", fmt::format("ffn_hidden ({}) is not divisible by tp ({})", m.ffn_hidden, p.tp));
+  if (p.pp > kMaxPipelineStages)
+    add("--pp", fmt::format("at most {} pipeline stages, got {}", kMaxPipelineStages, p.pp));
   if (p.vpp > 1 && p.pp == 1) add("--vpp", "virtual pipeline stages need pp > 1");
   const int64_t chunks = int64_t{p.pp} * p.vpp;
   if (m.layers < chunks)

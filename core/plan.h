@@ -2,9 +2,12 @@
 // returns every violation and the flag it concerns.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/hardware.h"
@@ -21,6 +24,41 @@ struct Workload {
 };
 
 enum class Recompute { kNone, kSelective, kFull };
+
+// The most pipeline stages a plan may have (the estimator keeps per-stage arrays of this size);
+// validate_plan refuses more.
+inline constexpr int kMaxPipelineStages = 1024;
+
+// A pipeline schedule's name (the registry's, simulator/schedule/), interned once per distinct
+// text: copying and comparing two names is a pointer's work, so the estimator's hot path never
+// compares text. Any text is held; validate_schedule refuses a name no registered schedule has,
+// with the known ones.
+class ScheduleName {
+ public:
+  ScheduleName() : ScheduleName("1f1b") {}
+  ScheduleName(const char* name) : ScheduleName(std::string_view(name)) {}
+  ScheduleName(const std::string& name) : ScheduleName(std::string_view(name)) {}
+  explicit ScheduleName(std::string_view name);
+  const std::string& str() const { return *name_; }
+  operator const std::string&() const { return *name_; }
+  operator std::string_view() const { return *name_; }
+  const char* c_str() const { return name_->c_str(); }
+  bool empty() const { return name_->empty(); }
+  friend bool operator==(const ScheduleName& a, const ScheduleName& b) {
+    return a.name_ == b.name_;
+  }
+  friend bool operator<(const ScheduleName& a, const ScheduleName& b) { return a.str() < b.str(); }
+  friend bool operator==(const ScheduleName& a, std::string_view b) { return *a.name_ == b; }
+  friend bool operator==(const ScheduleName& a, const char* b) { return *a.name_ == b; }
+  friend bool operator==(const ScheduleName& a, const std::string& b) { return *a.name_ == b; }
+  friend std::string operator+(const ScheduleName& a, const std::string& b) { return a.str() + b; }
+  friend std::string operator+(const std::string& a, const ScheduleName& b) { return a + b.str(); }
+  friend std::string operator+(const char* a, const ScheduleName& b) { return a + b.str(); }
+  friend std::string operator+(const ScheduleName& a, const char* b) { return a.str() + b; }
+
+ private:
+  const std::string* name_;  // interned: one per distinct text, never freed
+};
 
 // How ranks are numbered, innermost dimension first (Megatron-LM's --order names): data
 // parallel outside pipeline parallel (the default), or pipeline parallel inside data parallel.
@@ -44,8 +82,8 @@ struct Plan {
   Recompute recompute = Recompute::kNone;
   int recompute_layers = 0;  // with full recompute: layers per stage recomputed (0 = all)
   int mbs = 1;
-  int64_t gbs = 0;  // sequences; 0 = take the workload's global batch
-  std::string schedule = "1f1b";
+  int64_t gbs = 0;         // sequences; 0 = take the workload's global batch
+  ScheduleName schedule;   // "1f1b" by default
   bool uneven_pp = false;  // allow layers % (pp*vpp) != 0 (first/last stages take the remainder)
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
@@ -85,3 +123,11 @@ std::vector<Violation> validate_plan(const ModelSpec& model, int num_gpus, const
                                      const Plan& p);
 
 }  // namespace dtplan
+
+template <>
+struct fmt::formatter<dtplan::ScheduleName> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const dtplan::ScheduleName& s, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(s.str(), ctx);
+  }
+};

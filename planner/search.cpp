@@ -274,10 +274,11 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
           ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull}
           : space.recompute;
   const std::vector<int> zeros = space.zero.empty() ? std::vector<int>{0, 1, 2, 3} : space.zero;
-  const std::vector<std::string> all_schedules = schedule_names();
-  const std::vector<std::string>& schedule_pool =
-      space.schedules.empty() ? all_schedules : space.schedules;
-  static const std::string kOneFOneB = "1f1b";
+  // Schedule names made once (interned): the loops below copy them into plans, a pointer each.
+  std::vector<ScheduleName> schedule_pool;
+  for (const std::string& s : space.schedules.empty() ? schedule_names() : space.schedules)
+    schedule_pool.emplace_back(s);
+  static const ScheduleName kOneFOneB("1f1b");
   // The training precision must have a tensor-core peak: one check for the whole search.
   const std::vector<Violation> hw_violations = validate_against_hardware(c.profile, w, Plan{});
   const ParamCounts counts = count_params(m);
@@ -300,7 +301,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     const bool cross_node = L.tp > domain && !opt.allow_cross_node_tp;
 
     Plan p = layout_plan(L, sp);
-    std::vector<const std::string*> schedules;
+    std::vector<const ScheduleName*> schedules;
     std::vector<std::pair<Recompute, int>> rcs;
     std::vector<int> mbss;
     // What holds for every global batch: framework refusal and parameter-state memory, per
@@ -337,7 +338,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
       }
       if (schedules.empty()) continue;
       sched_objs.clear();
-      for (const std::string* s : schedules) sched_objs.push_back(find_schedule(*s));
+      for (const ScheduleName* s : schedules) sched_objs.push_back(find_schedule(*s));
       // Full recomputation of all layers, or of a share of each chunk's layers (partial).
       const int chunk_layers = std::max(1, m.layers / (L.pp * vpp));
       rcs.clear();
@@ -365,7 +366,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
           g = {Gate::kFramework, refusal, 0};
           return g;
         }
-        const IPipelineSchedule* sch = find_schedule(p.pp > 1 ? p.schedule : kOneFOneB);
+        const IPipelineSchedule* sch = plan_schedule(p);
         // Schedules with as many parameter copies have the same states: reuse them.
         for (size_t o = 0; o < s; ++o) {
           const Gate& h = gates[zi * schedules.size() + o];

@@ -41,7 +41,7 @@ std::string secs(double s) { return fmt::format("{:.4g} s", s); }
 Derivation state_term(const char* what, double bytes_per_param, int min_stage, const ModelSpec& m,
                       const Plan& p, int rank, double estimator_value) {
   const ParamsOnRank prm = params_on_rank(m, p, rank);
-  const IPipelineSchedule* s = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
+  const IPipelineSchedule* s = plan_schedule(p);
   const int copies = s ? s->parameter_copies() : 1;
   const int d = std::max(1, p.dp * p.cp), de = std::max(1, p.edp());
   Derivation out;
@@ -130,7 +130,7 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
   // Activations of that stage (not for partial full recomputation, whose layer mix is long to
   // spell out): memory_model.cpp's terms from its public pieces.
   if (!(p.recompute == Recompute::kFull && p.recompute_layers > 0)) {
-    const IPipelineSchedule* sched = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
+    const IPipelineSchedule* sched = plan_schedule(p);
     const RankLayers l = layers_on_rank(m, p, rank);
     const double inflight =
         sched ? sched->inflight_microbatches(rank, p.pp, p.vpp, p.num_microbatches()) : 1;

@@ -322,7 +322,7 @@ double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, 
 }
 
 std::vector<StageMemory> all_stage_memory(const ModelSpec& m, const Workload& w, const Plan& p) {
-  const IPipelineSchedule* s = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
+  const IPipelineSchedule* s = plan_schedule(p);
   if (!s) s = find_schedule("1f1b");
   std::vector<StageMemory> out;
   for (int i = 0; i < p.pp; ++i) out.push_back(stage_memory(m, w, p, *s, i));

@@ -24,7 +24,7 @@
 
 namespace dtplan {
 
-inline constexpr int kMaxStages = 1024;
+inline constexpr int kMaxStages = kMaxPipelineStages;  // core/plan.h: validate_plan refuses more
 
 // The plan fields the per-layer op costs depend on (with the model, cluster and workload fixed).
 struct LayerKey {
@@ -46,25 +46,6 @@ struct LayerKeyHash {
     return h;
   }
 };
-
-// Equal short strings (rank orders, schedule names: a dozen characters), compared in place;
-// std::string's == calls memcmp, which shows in a search's profile.
-inline bool same_text(const std::string& a, const std::string& b) {
-  const size_t n = a.size();
-  if (n != b.size()) return false;
-  const char* x = a.data();
-  const char* y = b.data();
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t u, v;
-    std::memcpy(&u, x + i, 8);
-    std::memcpy(&v, y + i, 8);
-    if (u != v) return false;
-  }
-  for (; i < n; ++i)
-    if (x[i] != y[i]) return false;
-  return true;
-}
 
 // Whether the plan's layer key is `k`, without building a key (no string copy).
 inline bool same_layer_key(const LayerKey& k, const Plan& p) {
@@ -224,8 +205,6 @@ struct EstimatorCache::Impl {
   // Stage splits seen so far (a search meets a handful), the last one first.
   std::vector<StageSplit> splits;
   // The last schedule looked up by name.
-  std::string schedule_name;
-  const IPipelineSchedule* schedule = nullptr;
   // Bumped whenever `placements` changes.
   uint64_t placement_gen = 0;
   // The plan fields the three lookups above depend on, as of the last prepare(): a plan with
@@ -286,8 +265,6 @@ struct EstimatorCache::Impl {
     last_costs = nullptr;
     placed = false;
     splits.clear();
-    schedule_name.clear();
-    schedule = nullptr;
     ++placement_gen;
     stage_key.reset();
     memory_for.reset();
@@ -366,16 +343,6 @@ struct EstimatorCache::Impl {
     splits.insert(splits.begin(), std::move(s));
     if (splits.size() > 64) splits.pop_back();
     return splits[0].ranks.data();
-  }
-
-  const IPipelineSchedule* schedule_for(const std::string& name) {
-    if (schedule && same_text(name, schedule_name)) return schedule;
-    const IPipelineSchedule* s = find_schedule(name);
-    if (s) {
-      schedule_name = name;
-      schedule = s;
-    }
-    return s;
   }
 };
 

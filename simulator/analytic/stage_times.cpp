@@ -212,8 +212,7 @@ void run_stages(StageTimes& st, const HardwareProfile& hw, const Plan& p, StepCo
 }
 
 const IPipelineSchedule* schedule_of(const StageTimes& st, const Plan& p) {
-  const IPipelineSchedule* sched =
-      st.memo ? st.memo->schedule_for(p.schedule) : find_schedule(p.schedule);
+  const IPipelineSchedule* sched = plan_schedule(p);  // a pointer comparison when cached
   if (!sched || st.pp == 1) {
     static const IPipelineSchedule* const one_f_one_b = find_schedule("1f1b");
     sched = one_f_one_b;

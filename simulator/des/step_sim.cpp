@@ -100,11 +100,11 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   in.comm_s = d.exposed_tp_cp_ep;
   in.zero3_s = d.zero3_fwd_bwd_s;
   in.sm_slowdown = link_sharing ? c.profile.efficiency.comm_compute_slowdown : 0.0;
-  const IPipelineSchedule* order = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
+  const IPipelineSchedule* order = plan_schedule(p);
   PipelineSimResult sim = simulate_pipeline(in, *order, record_trace);
   // Live activations: the timeline's peak per stage against the schedule's statement; each
   // stage's memory (the memory model's) with its activation term scaled by the ratio.
-  const IPipelineSchedule* sched = find_schedule(p.pp > 1 ? p.schedule : "1f1b");
+  const IPipelineSchedule* sched = plan_schedule(p);
   const std::vector<StageMemory> stages = all_stage_memory(m, w, p);
   for (int s = 0; s < in.p; ++s) {
     const double des_peak = sim.peak_inflight_microbatches[static_cast<size_t>(s)];

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "core/plan.h"
+
 namespace dtplan {
 
 struct PipelineInput {
@@ -141,5 +143,7 @@ PipelineTime pipeline_time_with_rank_bubble(const PipelineInput& in, Unit unit) 
 }
 
 const IPipelineSchedule* find_schedule(const std::string& name);
+// The plan's schedule; 1F1B when there is no pipeline (pp = 1). Null for an unknown name.
+const IPipelineSchedule* plan_schedule(const Plan& p);
 
 }  // namespace dtplan

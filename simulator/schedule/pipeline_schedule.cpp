@@ -32,4 +32,16 @@ const IPipelineSchedule* find_schedule(const std::string& name) {
   return Registry<IPipelineSchedule>::global().find(name);
 }
 
+const IPipelineSchedule* plan_schedule(const Plan& p) {
+  static const IPipelineSchedule* const one_f_one_b = find_schedule("1f1b");
+  if (p.pp <= 1) return one_f_one_b;
+  // The last plan's schedule, per thread: plans of a search share a few names.
+  thread_local ScheduleName last_name;
+  thread_local const IPipelineSchedule* last = nullptr;
+  if (last && p.schedule == last_name) return last;
+  const IPipelineSchedule* s = find_schedule(p.schedule);
+  if (s) last_name = p.schedule, last = s;
+  return s;
+}
+
 }  // namespace dtplan

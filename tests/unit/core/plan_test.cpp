@@ -157,3 +157,29 @@ TEST(PlanValidation, UnevenSplitExistsWhenFirstAndLastKeepALayer) {
 
 }  // namespace
 }  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// Plan::schedule is typed (issue #14): a name is interned once, so plans compare and copy it
+// as a pointer; the text is kept for output, and more than kMaxPipelineStages stages are refused.
+TEST(PlanFields, ScheduleNamesAreInternedAndPipelinesBounded) {
+  const ScheduleName a("zb-h1"), b(std::string("zb-") + "h1"), c("1f1b");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(&a.str(), &b.str());  // one copy of the text
+  EXPECT_FALSE(a == c);
+  EXPECT_EQ(Plan{}.schedule, c);  // the default
+  EXPECT_EQ(fmt::format("{}", a), "zb-h1");
+  EXPECT_TRUE(a == "zb-h1");
+  Plan p;
+  p.pp = kMaxPipelineStages + 1;
+  ModelSpec m = load_model("gpt3-175b");
+  m.layers = 2 * p.pp;
+  bool refused = false;
+  for (const Violation& v : validate_plan(m, p.world(), Workload{}, p))
+    refused = refused || (v.flag == "--pp" && v.reason.find("at most 1024") != std::string::npos);
+  EXPECT_TRUE(refused);
+}
+
+}  // namespace
+}  // namespace dtplan
