@@ -247,6 +247,21 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
     };
     ef.gemm_max_fraction = fraction("gemm_max_fraction");
     ef.gemm_half_saturation_gflop = e.get_double("gemm_half_saturation_gflop", 0, true);
+    auto opt_fraction = [&](const char* key, double fallback) {
+      const std::optional<double> v = e.opt_double(key, 0);
+      if (v && (*v <= 0 || *v > 1.0))
+        e.fail(key, fmt::format("is a fraction and must be in (0, 1], got {}", *v));
+      return v.value_or(fallback);
+    };
+    ef.gemm_max_fraction_fp8 = opt_fraction("gemm_max_fraction_fp8", ef.gemm_max_fraction);
+    ef.gemm_half_saturation_gflop_fp8 =
+        e.opt_double("gemm_half_saturation_gflop_fp8", 0).value_or(ef.gemm_half_saturation_gflop);
+    ef.attention_fwd_max_fraction =
+        opt_fraction("attention_fwd_max_fraction", ef.gemm_max_fraction);
+    ef.attention_bwd_max_fraction =
+        opt_fraction("attention_bwd_max_fraction", ef.gemm_max_fraction);
+    ef.attention_fwd_half_seq = e.opt_double("attention_fwd_half_seq", 0).value_or(0);
+    ef.attention_bwd_half_seq = e.opt_double("attention_bwd_half_seq", 0).value_or(0);
     ef.gemm_tile_m = static_cast<int>(e.get_int("gemm_tile_m"));
     ef.gemm_tile_n = static_cast<int>(e.get_int("gemm_tile_n"));
     ef.memory_bw_fraction = fraction("memory_bw_fraction");

@@ -63,6 +63,15 @@ struct HostSpec {
 struct EfficiencyParams {
   double gemm_max_fraction = 0.8;
   double gemm_half_saturation_gflop = 1.0;
+  // FP8 GEMMs (of the FP8 peak): their own asymptote and half-saturation size; absent in a
+  // profile, the BF16 ones.
+  double gemm_max_fraction_fp8 = 0.8;
+  double gemm_half_saturation_gflop_fp8 = 1.0;
+  // The fused attention kernel (causal, head dim 128) as a fraction of the BF16 peak, forward
+  // and backward: e_max x s / (s + s_half), s the kernel's sequence length (per CP chunk).
+  // Absent in a profile: gemm_max_fraction at every length (s_half 0).
+  double attention_fwd_max_fraction = 0.8, attention_fwd_half_seq = 0;
+  double attention_bwd_max_fraction = 0.8, attention_bwd_half_seq = 0;
   int gemm_tile_m = 128;
   int gemm_tile_n = 128;
   double memory_bw_fraction = 0.8;

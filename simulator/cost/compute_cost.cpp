@@ -24,8 +24,11 @@ double ComputeCostModel::gemm_efficiency(int64_t m, int64_t n, int64_t k, int co
   const double wave_q = tiles / (waves * sms);
   // Saturation in size: small GEMMs do not reach the asymptote (launch, prologue, epilogue).
   const double gflop = 2.0 * static_cast<double>(m) * n * k * std::max(1, count) / 1e9;
-  const double sat = gflop / (gflop + e.gemm_half_saturation_gflop);
-  return std::max(1e-3, e.gemm_max_fraction * tile_q * wave_q * sat);
+  const bool fp8 = precision == Precision::kFp8;
+  const double sat =
+      gflop / (gflop + (fp8 ? e.gemm_half_saturation_gflop_fp8 : e.gemm_half_saturation_gflop));
+  const double top = fp8 ? e.gemm_max_fraction_fp8 : e.gemm_max_fraction;
+  return std::max(1e-3, top * tile_q * wave_q * sat);
 }
 
 double ComputeCostModel::gemm_s(int64_t m, int64_t n, int64_t k, int count) const {
@@ -55,11 +58,28 @@ double ComputeCostModel::memory_s(double bytes) const {
   return bytes / (hw->gpu.hbm_gbps * 1e9 * hw->efficiency.memory_bw_fraction);
 }
 
-double ComputeCostModel::attention_s(double flops, double bytes) const {
-  // Fused attention runs its two matmuls on tensor cores at the GEMM asymptote.
+double ComputeCostModel::attention_efficiency(int64_t seq, int head_dim, bool backward) const {
+  const EfficiencyParams& e = hw->efficiency;
+  const double top = backward ? e.attention_bwd_max_fraction : e.attention_fwd_max_fraction;
+  const double half = backward ? e.attention_bwd_half_seq : e.attention_fwd_half_seq;
+  const double s = seq > 0 ? static_cast<double>(seq) : 1e12;
+  // Head width: FlashAttention-3 (Shah et al. 2024, Fig. 5/6, H100 forward) runs head dim 64 at
+  // 0.77x and 256 at 1.17x its head-dim-128 throughput; log-linear between, flat outside.
+  const double d = head_dim > 0 ? std::clamp(static_cast<double>(head_dim), 64.0, 256.0) : 128.0;
+  const double x = std::log2(d / 128.0);
+  // A profile without a kernel curve (s_half 0) keeps the GEMM asymptote at every width.
+  const bool curve = e.attention_fwd_half_seq > 0 || e.attention_bwd_half_seq > 0;
+  const double width = !curve ? 1.0 : x < 0 ? 1.0 + 0.23 * x : 1.0 + 0.17 * x;
+  return std::clamp(top * s / (s + half) * width, 1e-3, 0.98);
+}
+
+double ComputeCostModel::attention_s(double flops, double bytes, int64_t seq, int head_dim,
+                                     bool backward) const {
+  // Fused attention's matmuls run on tensor cores at the BF16 peak (FP8 training keeps
+  // attention in BF16: Transformer Engine's default; FlashAttention-3 has no FP8 backward).
   const double peak =
       hw->gpu.peak_flops(precision == Precision::kFp8 ? Precision::kBf16 : precision);
-  return std::max(flops / (peak * hw->efficiency.gemm_max_fraction), memory_s(bytes));
+  return std::max(flops / (peak * attention_efficiency(seq, head_dim, backward)), memory_s(bytes));
 }
 
 double ComputeCostModel::host_s(const Op& op) const {
@@ -71,7 +91,8 @@ double ComputeCostModel::op_s(const Op& op) const {
     case OpKind::kGemm:
       return gemm_s(op.m, op.n, op.k, op.count);
     case OpKind::kAttention:
-      return attention_s(op.flops, op.bytes);
+      return attention_s(op.flops, op.bytes, op.attn_seq, op.attn_head_dim,
+                         op.pass != Pass::kForward);
     case OpKind::kElementwise:
       return memory_s(op.bytes);
     case OpKind::kCollective:

@@ -3,8 +3,11 @@
 // GEMM model (documented in docs/performance-model.md):
 //   t = max(flops / (peak * eff), bytes / (hbm * memory_bw_fraction))
 //   eff = gemm_max_fraction * tile_quantization * wave_quantization * flops / (flops + half_sat)
-// where tiles are gemm_tile_m x gemm_tile_n outputs spread over the SMs in waves. A measured
-// table in the profile's calibration section replaces the model for shapes it covers.
+// where tiles are gemm_tile_m x gemm_tile_n outputs spread over the SMs in waves; FP8 GEMMs take
+// the profile's FP8 asymptote and half-saturation size. A measured table in the profile's
+// calibration section replaces the model for shapes it covers.
+// Fused attention: eff = e_max(pass) x s / (s + s_half(pass)) x head_dim_factor, of the BF16
+// peak, from published kernel throughput curves (the profile's efficiency source).
 #pragma once
 
 #include "core/hardware.h"
@@ -19,7 +22,11 @@ struct ComputeCostModel {
   // GPU time of one op (no host dispatch cost).
   double gemm_s(int64_t m, int64_t n, int64_t k, int count) const;
   double gemm_efficiency(int64_t m, int64_t n, int64_t k, int count = 1) const;
-  double attention_s(double flops, double bytes) const;
+  // Fused attention of `flops` and `bytes`, the kernel's query length `seq` (0: long) and q/k
+  // head width `head_dim` (0: 128), forward or backward.
+  double attention_s(double flops, double bytes, int64_t seq = 0, int head_dim = 0,
+                     bool backward = false) const;
+  double attention_efficiency(int64_t seq, int head_dim, bool backward) const;
   double memory_s(double bytes) const;
   // GPU time of any compute op (0 for collectives).
   double op_s(const Op& op) const;

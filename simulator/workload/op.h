@@ -59,6 +59,9 @@ struct Op {
   bool selective = false;     // recomputed under selective recompute (the attention core)
   bool overlappable = false;  // a collective that may hide behind independent compute
   bool has_weights = false;   // a GEMM with a weight operand (so it has a weight-gradient GEMM)
+  // Fused attention: the kernel's query length (per CP chunk) and its q/k head width.
+  int64_t attn_seq = 0;
+  int attn_head_dim = 0;
 
   double gemm_flops() const { return 2.0 * static_cast<double>(m) * n * k * count; }
 };

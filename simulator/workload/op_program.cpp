@@ -113,12 +113,14 @@ struct Builder {
     o.kernels = kernels;
     fwd.push(o);
   }
-  void attention(const char* name, double flops, double bytes) {
+  void attention(const char* name, double flops, double bytes, int64_t seq, int head_dim) {
     Op o;
     o.kind = OpKind::kAttention;
     o.name = name;
     o.flops = flops;
     o.bytes = bytes;
+    o.attn_seq = seq;
+    o.attn_head_dim = head_dim;
     o.selective = true;
     fwd.push(o);
   }
@@ -203,7 +205,8 @@ void attention_block(Builder& b, int64_t T, double Tn) {
     const double flops = 2.0 * batch_heads * s_q * s_kv * (qk_dim + v_head) * 0.5;
     const double bytes =
         static_cast<double>(T) * (q_local * 2 + heads_local * v_head * 2.0 + 2.0 * q_local) * ab;
-    b.attention("flash_attention", flops, bytes);
+    b.attention("flash_attention", flops, bytes, static_cast<int64_t>(s_q),
+                static_cast<int>(qk_dim));
   } else {
     // Unfused (Megatron fused scale-mask-softmax): full s x s scores, softmax and dropout.
     const double elems = batch_heads * s_q * s_kv;
