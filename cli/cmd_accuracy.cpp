@@ -67,6 +67,15 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       }
       return (profiles[name] = std::move(p)).get();
     };
+    std::map<std::string, std::unique_ptr<FrameworkProfile>> frameworks;
+    opt.framework = [&](const std::string& name) -> const FrameworkProfile* {
+      auto it = frameworks.find(name);
+      if (it != frameworks.end()) return it->second.get();
+      std::unique_ptr<FrameworkProfile> f;
+      if (has_framework_profile(name))
+        f = std::make_unique<FrameworkProfile>(load_framework_profile(name));
+      return (frameworks[name] = std::move(f)).get();
+    };
     std::vector<CaseResult> results, layer_results;
     auto on_profile = [&](const std::string& prof) {
       return only_profiles.empty() ||
@@ -98,6 +107,7 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
         c["candidates"] = r.candidates;
         if (r.skipped.empty()) c["fits_in_memory"] = r.fits;
         c["attention"] = r.flash_attention ? "flash" : "unfused";
+        if (!r.attention_kernel.empty()) c["attention_kernel"] = r.attention_kernel;
         c["overlap_grad_reduce"] = r.overlap_grad_reduce;
         c["tp_comm_overlap"] = r.tp_comm_overlap;
         if (r.measured_peak_memory_gib) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/framework_profile.h"
 #include "core/yaml_reader.h"
 
 #ifndef DTPLAN_DATA_DIR_DEFAULT
@@ -70,6 +71,18 @@ ModelSpec load_model(const std::string& name_or_path) {
 
 HardwareProfile load_profile(const std::string& name_or_path) {
   return load_profile_file(resolve_profile_path(name_or_path));
+}
+
+std::vector<std::string> list_framework_profile_names() { return list_stems("frameworks"); }
+
+bool has_framework_profile(const std::string& name) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(data_dir()) / "frameworks" / (name + ".yaml"), ec);
+}
+
+FrameworkProfile load_framework_profile(const std::string& name_or_path) {
+  return load_framework_profile_file(
+      resolve(name_or_path, "frameworks", "framework profile", "frameworks"));
 }
 
 static std::string resolve_profile_cb(const std::string& n) { return resolve_profile_path(n); }

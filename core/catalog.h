@@ -25,6 +25,12 @@ std::string resolve_profile_path(const std::string& name_or_path);
 ModelSpec load_model(const std::string& name_or_path);
 HardwareProfile load_profile(const std::string& name_or_path);
 
+// Framework profiles (frameworks/*.yaml, core/framework_profile.h).
+std::vector<std::string> list_framework_profile_names();
+bool has_framework_profile(const std::string& name);
+struct FrameworkProfile;
+FrameworkProfile load_framework_profile(const std::string& name_or_path);
+
 // `--cluster` takes a profile (name or file; then gpus is required) or a cluster YAML
 // (profile + nodes; gpus, when > 0, must fit).
 Cluster load_cluster(const std::string& name_or_path, int gpus);

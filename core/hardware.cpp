@@ -262,6 +262,26 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
         opt_fraction("attention_bwd_max_fraction", ef.gemm_max_fraction);
     ef.attention_fwd_half_seq = e.opt_double("attention_fwd_half_seq", 0).value_or(0);
     ef.attention_bwd_half_seq = e.opt_double("attention_bwd_half_seq", 0).value_or(0);
+    if (auto ks = e.opt_map("attention_kernels")) {
+      if (!ks->node().IsMap()) ks->fail_here("expected a map of kernel name -> curve");
+      for (const auto& kv : ks->node()) {
+        const std::string name = kv.first.as<std::string>();
+        YamlMap k = ks->get_map(name);
+        EfficiencyParams::AttentionCurve c;
+        c.kernel = name;
+        auto frac = [&](const char* key) {
+          const double v = k.get_double(key, 0);
+          if (v > 1.0) k.fail(key, fmt::format("is a fraction and must be <= 1, got {}", v));
+          return v;
+        };
+        c.fwd_max_fraction = frac("fwd_max_fraction");
+        c.fwd_half_seq = k.get_double("fwd_half_seq", 0, true);
+        c.bwd_max_fraction = frac("bwd_max_fraction");
+        c.bwd_half_seq = k.get_double("bwd_half_seq", 0, true);
+        k.finish();
+        ef.attention_kernels.push_back(c);
+      }
+    }
     ef.gemm_tile_m = static_cast<int>(e.get_int("gemm_tile_m"));
     ef.gemm_tile_n = static_cast<int>(e.get_int("gemm_tile_n"));
     ef.memory_bw_fraction = fraction("memory_bw_fraction");

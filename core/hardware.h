@@ -72,6 +72,13 @@ struct EfficiencyParams {
   // Absent in a profile: gemm_max_fraction at every length (s_half 0).
   double attention_fwd_max_fraction = 0.8, attention_fwd_half_seq = 0;
   double attention_bwd_max_fraction = 0.8, attention_bwd_half_seq = 0;
+  // Other attention kernels' curves on this GPU (efficiency.attention_kernels: name -> curve),
+  // which a framework profile may select (core/framework_profile.h).
+  struct AttentionCurve {
+    std::string kernel;
+    double fwd_max_fraction = 0, fwd_half_seq = 0, bwd_max_fraction = 0, bwd_half_seq = 0;
+  };
+  std::vector<AttentionCurve> attention_kernels;
   int gemm_tile_m = 128;
   int gemm_tile_n = 128;
   double memory_bw_fraction = 0.8;

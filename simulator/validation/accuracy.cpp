@@ -262,12 +262,20 @@ CaseFile load_case_file(const std::string& path) {
   return out;
 }
 
-FrameworkSettings framework_settings(const FrameworkFacts& f, const AccuracyOptions& opt) {
+FrameworkSettings framework_settings(const FrameworkFacts& f, const AccuracyOptions& opt,
+                                     const FrameworkProfile* fp) {
+  // The override, else the case's fact, else its framework profile's default, else off.
+  auto pick = [](const std::optional<bool>& over, const std::optional<bool>& fact,
+                 const std::optional<bool>& dflt) {
+    return over.value_or(fact.value_or(dflt.value_or(false)));
+  };
+  const std::optional<bool> none;
   FrameworkSettings s;
   s.flash_attention = opt.flash_attention.value_or(f.attention.value_or("unfused") == "flash");
-  s.overlap_grad_reduce = opt.overlap_grad_reduce.value_or(f.grad_reduce_overlap.value_or(false));
-  s.overlap_param_gather = f.param_gather_overlap.value_or(false);
-  s.tp_comm_overlap = opt.tp_comm_overlap.value_or(f.tp_comm_overlap.value_or(false));
+  s.overlap_grad_reduce =
+      pick(opt.overlap_grad_reduce, f.grad_reduce_overlap, fp ? fp->grad_reduce_overlap : none);
+  s.overlap_param_gather = pick(none, f.param_gather_overlap, fp ? fp->param_gather_overlap : none);
+  s.tp_comm_overlap = pick(opt.tp_comm_overlap, f.tp_comm_overlap, fp ? fp->tp_comm_overlap : none);
   return s;
 }
 
@@ -279,7 +287,9 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   r.measured_peak_memory_gib = c.measured_peak_memory_gib;
   r.num_gpus = c.num_gpus;
   r.global_batch = c.workload.global_batch;
-  const FrameworkSettings fw = framework_settings(c.framework, opt);
+  const FrameworkProfile* fprof =
+      opt.framework && c.framework.name ? opt.framework(*c.framework.name) : nullptr;
+  const FrameworkSettings fw = framework_settings(c.framework, opt, fprof);
   r.flash_attention = fw.flash_attention;
   r.overlap_grad_reduce = fw.overlap_grad_reduce;
   r.tp_comm_overlap = fw.tp_comm_overlap;
@@ -291,6 +301,7 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   Cluster cluster;
   cluster.profile = *hw;
   cluster.num_gpus = c.num_gpus;
+  if (fprof) r.attention_kernel = apply_attention_kernel(*fprof, cluster.profile);
 
   // Candidate values for every field (accuracy.h); a published field has exactly one.
   const int n = c.num_gpus;

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "core/estimate.h"
+#include "core/framework_profile.h"
 #include "core/hardware.h"
 #include "core/model_spec.h"
 #include "core/plan.h"
@@ -94,6 +95,9 @@ struct AccuracyOptions {
   bool des = false;
   // Profile lookup: name -> profile (lets callers substitute fitted parameters).
   std::function<const HardwareProfile*(const std::string&)> profile;
+  // Framework profile lookup by a case's framework.name (null where none is shipped): its
+  // attention kernel and its overlap defaults where the case is null.
+  std::function<const FrameworkProfile*(const std::string&)> framework;
 };
 
 struct CaseResult {
@@ -106,6 +110,7 @@ struct CaseResult {
   int candidates = 0;    // layouts tried (published fields fixed, unpublished ones searched)
   // The framework settings the case ran with (its facts, the defaults, or the overrides).
   bool flash_attention = false, overlap_grad_reduce = false, tp_comm_overlap = false;
+  std::string attention_kernel;  // the framework profile's kernel ("" : the hardware default)
   int num_gpus = 0;
   int64_t global_batch = 0;
   std::optional<double> measured_peak_memory_gib, predicted_peak_memory_gib;
@@ -137,7 +142,8 @@ struct FrameworkSettings {
   bool flash_attention = false, overlap_grad_reduce = false, overlap_param_gather = false,
        tp_comm_overlap = false;
 };
-FrameworkSettings framework_settings(const FrameworkFacts& f, const AccuracyOptions& opt);
+FrameworkSettings framework_settings(const FrameworkFacts& f, const AccuracyOptions& opt,
+                                     const FrameworkProfile* profile = nullptr);
 
 CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt);
 CaseResult predict_layer_case(const LayerCase& c, const AccuracyOptions& opt);

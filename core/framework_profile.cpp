@@ -1,0 +1,46 @@
+#include "core/framework_profile.h"
+
+#include "core/yaml_reader.h"
+
+namespace dtplan {
+
+FrameworkProfile load_framework_profile_file(const std::string& path) {
+  YAML::Node root = load_yaml_file(path);
+  YamlMap y(root, path, "");
+  FrameworkProfile f;
+  f.name = y.get_string("name");
+  f.description = y.get_string("description");
+  YamlMap a = y.get_map("attention");
+  YAML::Node kernels = a.child("kernels");
+  if (!kernels.IsDefined() || !kernels.IsSequence() || kernels.size() == 0)
+    a.fail("kernels", "expected a non-empty list of attention kernel names (fa2, fa3, cudnn, ...)");
+  for (const auto& k : kernels) f.attention_kernels.push_back(k.as<std::string>());
+  f.attention_source = a.get_string("source");
+  a.finish();
+  if (auto o = y.opt_map("overlap")) {
+    f.tp_comm_overlap = o->opt_bool("tp_comm_overlap");
+    f.grad_reduce_overlap = o->opt_bool("grad_reduce_overlap");
+    f.param_gather_overlap = o->opt_bool("param_gather_overlap");
+    f.overlap_source = o->get_string("source");
+    o->finish();
+  }
+  y.allow("versions");
+  y.finish();
+  return f;
+}
+
+std::string apply_attention_kernel(const FrameworkProfile& f, HardwareProfile& hw) {
+  EfficiencyParams& e = hw.efficiency;
+  for (const std::string& name : f.attention_kernels)
+    for (const EfficiencyParams::AttentionCurve& c : e.attention_kernels)
+      if (c.kernel == name) {
+        e.attention_fwd_max_fraction = c.fwd_max_fraction;
+        e.attention_fwd_half_seq = c.fwd_half_seq;
+        e.attention_bwd_max_fraction = c.bwd_max_fraction;
+        e.attention_bwd_half_seq = c.bwd_half_seq;
+        return name;
+      }
+  return "";
+}
+
+}  // namespace dtplan
