@@ -20,8 +20,12 @@ struct ComputeCostModel {
   Precision precision = Precision::kBf16;
 
   // GPU time of one op (no host dispatch cost).
-  double gemm_s(int64_t m, int64_t n, int64_t k, int count) const;
-  double gemm_efficiency(int64_t m, int64_t n, int64_t k, int count = 1) const;
+  // `count` copies in one launch: batched (one size saturation over all copies) or grouped
+  // (MoE experts: each group saturates on its own size, as grouped GEMM kernels loop over
+  // their groups' tiles).
+  double gemm_s(int64_t m, int64_t n, int64_t k, int count, bool grouped = false) const;
+  double gemm_efficiency(int64_t m, int64_t n, int64_t k, int count = 1,
+                         bool grouped = false) const;
   // Fused attention of `flops` and `bytes`, the kernel's query length `seq` (0: long) and q/k
   // head width `head_dim` (0: 128), forward or backward.
   double attention_s(double flops, double bytes, int64_t seq = 0, int head_dim = 0,

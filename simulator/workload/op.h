@@ -59,6 +59,7 @@ struct Op {
   bool selective = false;     // recomputed under selective recompute (the attention core)
   bool overlappable = false;  // a collective that may hide behind independent compute
   bool has_weights = false;   // a GEMM with a weight operand (so it has a weight-gradient GEMM)
+  bool grouped = false;  // a grouped GEMM (MoE experts): each of the `count` groups saturates alone
   // Fused attention: the kernel's query length (per CP chunk) and its q/k head width.
   int64_t attn_seq = 0;
   int attn_head_dim = 0;

@@ -92,8 +92,9 @@ struct Builder {
   double act_bytes() const { return 2.0; }  // bf16/fp16 activations (fp8 only inside GEMMs)
 
   void gemm(const char* name, int64_t M, int64_t N, int64_t K, int count = 1, bool weights = true,
-            bool selective = false) {
+            bool selective = false, bool grouped = false) {
     Op o;
+    o.grouped = grouped;
     o.kind = OpKind::kGemm;
     o.name = name;
     o.m = M;
@@ -265,9 +266,9 @@ void mlp_block(Builder& b, int64_t T, double Tn, bool moe) {
                  p.ep_comm_overlap);
     const int gate = m.ffn_act == FfnAct::kSwiglu ? 2 : 1;
     const int64_t fe_local = e.expert_ffn_hidden / p.etp;
-    b.gemm("expert_fc1", per_expert, gate * fe_local, m.hidden, local_experts);
+    b.gemm("expert_fc1", per_expert, gate * fe_local, m.hidden, local_experts, true, false, true);
     b.elementwise("expert_activation", pairs * fe_local * (gate + 1) * ab);
-    b.gemm("expert_fc2", per_expert, m.hidden, fe_local, local_experts);
+    b.gemm("expert_fc2", per_expert, m.hidden, fe_local, local_experts, true, false, true);
     b.collective("ep_combine", CollectiveOp::kAllToAll, CommDim::kEP, b.g.ep, a2a,
                  p.ep_comm_overlap);
     b.elementwise("unpermute", pairs * h * 2 * ab, false, 2);

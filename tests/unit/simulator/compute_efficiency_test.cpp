@@ -59,6 +59,22 @@ TEST(ComputeEfficiency, AttentionFollowsTheKernelCurveInSequenceLength) {
               flops / (989e12 * cm.attention_efficiency(4096, 128, true)), 1e-15);
 }
 
+TEST(ComputeEfficiency, GroupedExpertGemmsSaturatePerGroup) {
+  const HardwareProfile h100 = load_profile("dgx-h100");
+  const ComputeCostModel cm{&h100, Precision::kBf16};
+  // 8 experts of 192 tokens, 4096 x 4096: 2 x 32 tiles each (192 rows pad to 256), 512 tiles in
+  // 4 waves of 132 SMs; each group saturates on its own 6.44 GFLOP.
+  const double g = 2.0 * 192 * 4096 * 4096 / 1e9;
+  const double expect = 0.81 * (192.0 / 256) * (512.0 / (4 * 132)) * g / (g + 1.9);
+  EXPECT_NEAR(cm.gemm_efficiency(192, 4096, 4096, 8, /*grouped=*/true), expect, 1e-12);
+  // DeepGEMM's m-grouped BF16 kernels on H100 run 192-token groups at 0.44-0.51 of peak
+  // (waynehacking8/blackwell-tensorcore-kernels@fd74d2a results/reference/deepgemm.txt).
+  EXPECT_GT(expect, 0.40);
+  EXPECT_LT(expect, 0.52);
+  // A batched GEMM of the same copies saturates on their sum, so it is faster.
+  EXPECT_GT(cm.gemm_efficiency(192, 4096, 4096, 8, false), expect);
+}
+
 TEST(ComputeEfficiency, AProfileWithoutAKernelCurveKeepsTheGemmAsymptote) {
   HardwareProfile hw = load_profile("dgx-h100");
   hw.efficiency.attention_fwd_max_fraction = hw.efficiency.attention_bwd_max_fraction = 0.8;
