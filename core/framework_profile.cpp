@@ -1,5 +1,7 @@
 #include "core/framework_profile.h"
 
+#include <fmt/format.h>
+
 #include "core/yaml_reader.h"
 
 namespace dtplan {
@@ -24,6 +26,14 @@ FrameworkProfile load_framework_profile_file(const std::string& path) {
     f.overlap_source = o->get_string("source");
     o->finish();
   }
+  if (auto c = y.opt_map("compute")) {
+    f.compute_efficiency = c->get_double("efficiency", 0);
+    if (f.compute_efficiency > 1.0)
+      c->fail("efficiency",
+              fmt::format("is a fraction and must be <= 1, got {}", f.compute_efficiency));
+    f.compute_source = c->get_string("source");
+    c->finish();
+  }
   y.allow("versions");
   y.finish();
   return f;
@@ -41,6 +51,17 @@ std::string apply_attention_kernel(const FrameworkProfile& f, HardwareProfile& h
         return name;
       }
   return "";
+}
+
+std::string apply_framework_profile(const FrameworkProfile& f, HardwareProfile& hw) {
+  const std::string kernel = apply_attention_kernel(f, hw);
+  EfficiencyParams& e = hw.efficiency;
+  const double x = f.compute_efficiency;
+  e.gemm_max_fraction *= x;
+  e.gemm_max_fraction_fp8 *= x;
+  e.attention_fwd_max_fraction *= x;
+  e.attention_bwd_max_fraction *= x;
+  return kernel;
 }
 
 }  // namespace dtplan

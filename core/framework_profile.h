@@ -21,6 +21,13 @@ struct FrameworkProfile {
   // Defaults when a run does not say (null: the profile does not settle it).
   std::optional<bool> tp_comm_overlap, grad_reduce_overlap, param_gather_overlap;
   std::string overlap_source;
+  // The share of the kernel efficiencies (GEMM, attention) the framework's stack reaches, 1 for
+  // Megatron/Transformer Engine, whose kernels the hardware profiles' curves describe; below 1
+  // for stacks with more unfused, eager work per layer. Fitted only by
+  // scripts/fit_efficiency.py --framework (docs/accuracy.md), over every GPU generation the
+  // framework's cases run on.
+  double compute_efficiency = 1.0;
+  std::string compute_source;
 };
 
 FrameworkProfile load_framework_profile_file(const std::string& path);
@@ -28,5 +35,9 @@ FrameworkProfile load_framework_profile_file(const std::string& path);
 // Puts the framework's attention kernel curve into hw's efficiency (attention_*); returns the
 // kernel used, or "" when the profile has none of the framework's kernels (its default kept).
 std::string apply_attention_kernel(const FrameworkProfile& f, HardwareProfile& hw);
+
+// The framework's kernel choice and compute efficiency applied to hw: the attention kernel as
+// above, then the GEMM and attention asymptotes scaled by compute_efficiency.
+std::string apply_framework_profile(const FrameworkProfile& f, HardwareProfile& hw);
 
 }  // namespace dtplan

@@ -49,10 +49,16 @@ PARAMS = {
     "host_dispatch_us": (0.5, 500.0, "log"),
     "collective_overhead_us": (0.5, 2000.0, "log"),
 }
+# A framework profile's parameter (--framework NAME): frameworks/NAME.yaml compute.efficiency.
+FRAMEWORK_PARAMS = {"compute_efficiency": (0.30, 1.0, "frac")}
+
+
+def bounds(name):
+    return PARAMS[name] if name in PARAMS else FRAMEWORK_PARAMS[name]
 
 
 def to_unbounded(name, v):
-    lo, hi, kind = PARAMS[name]
+    lo, hi, kind = bounds(name)
     if kind == "log":
         return math.log(v)
     x = (v - lo) / (hi - lo)
@@ -61,7 +67,7 @@ def to_unbounded(name, v):
 
 
 def to_bounded(name, u):
-    lo, hi, kind = PARAMS[name]
+    lo, hi, kind = bounds(name)
     if kind == "log":
         return min(max(math.exp(u), lo), hi)
     return lo + (hi - lo) / (1 + math.exp(-u))
@@ -90,6 +96,20 @@ def read_efficiency(path, names=PARAMS):
             sys.exit(f"{path}: efficiency.{name} not found")
         vals[name] = float(m.group(1))
     return vals
+
+
+def read_framework(path):
+    m = re.search(r"^compute:\n  efficiency: ([0-9.eE+-]+)", open(path).read(), re.M)
+    if not m:
+        sys.exit(f"{path}: compute.efficiency not found")
+    return float(m.group(1))
+
+
+def write_framework(path, v, source):
+    text = open(path).read()
+    text = re.sub(r"^(compute:\n  efficiency: )[0-9.eE+-]+", lambda m: m.group(1) + f"{v:.4g}", text, flags=re.M)
+    text = re.sub(r'^(compute:\n  efficiency: .*\n  source: ).*$', lambda m: m.group(1) + json.dumps(source), text, flags=re.M)
+    open(path, "w").write(text)
 
 
 def write_efficiency(path, vals, source):
@@ -141,8 +161,10 @@ def main():
     ap.add_argument("--cases", required=True)
     ap.add_argument("--profiles", nargs="+", required=True,
                     help="profiles fitted together, on the cases that run on them")
-    ap.add_argument("--params", nargs="+", default=list(PARAMS), choices=list(PARAMS),
-                    help="the parameters fitted (default: all)")
+    ap.add_argument("--params", nargs="*", default=None, choices=list(PARAMS),
+                    help="the hardware parameters fitted (default: all; none with --framework)")
+    ap.add_argument("--framework", help="also fit this framework profile's compute.efficiency")
+    ap.add_argument("--group", default="", help="only the cases whose group starts with this")
     ap.add_argument("--lofo", action="store_true", help="leave-one-family-out cross-validation")
     ap.add_argument("--dtplan", default="build/cli/dtplan")
     ap.add_argument("--iterations", type=int, default=250)
@@ -156,8 +178,12 @@ def main():
     if os.path.isdir(os.path.join(root, "frameworks")):
         shutil.copytree(os.path.join(root, "frameworks"), os.path.join(tmp, "frameworks"))
     paths = [os.path.join(tmp, "hardware_profiles", p + ".yaml") for p in args.profiles]
-    names = list(args.params)
-    start = read_efficiency(paths[0], names)
+    hw_names = list(args.params) if args.params is not None else ([] if args.framework else list(PARAMS))
+    names = hw_names + (["compute_efficiency"] if args.framework else [])
+    fw_path = os.path.join(tmp, "frameworks", (args.framework or "") + ".yaml")
+    start = read_efficiency(paths[0], hw_names)
+    if args.framework:
+        start["compute_efficiency"] = read_framework(fw_path)
     env = dict(os.environ, DTPLAN_DATA_DIR=tmp)
     cache = {}
 
@@ -167,9 +193,14 @@ def main():
         if key in cache:
             return cache[key]
         vals = {n: to_bounded(n, x) for n, x in zip(names, u)}
+        hw_vals = {n: v for n, v in vals.items() if n in PARAMS}
         for p in paths:
-            write_efficiency(p, vals, "fit in progress")
+            write_efficiency(p, hw_vals, "fit in progress")
+        if args.framework:
+            write_framework(fw_path, vals["compute_efficiency"], "fit in progress")
         cmd = [args.dtplan, "accuracy", "--cases", args.cases, "--json", "--profile", *args.profiles]
+        if args.group:
+            cmd += ["--group", args.group]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(out.stderr)
@@ -192,7 +223,11 @@ def main():
         es = [abs(c["error_pct"]) for c in run(u)["cases"] if c["skipped"] is None and family(c["group"]) == fam]
         return sum(es) / len(es) if es else float("nan"), len(es)
 
-    x0 = [to_unbounded(n, start[n]) for n in names]
+    # A start on a bound (a framework's 1.0 "not fitted") moves 2% inside it, where the
+    # simplex can leave it.
+    x0 = [to_unbounded(n, min(max(start[n], bounds(n)[0] + 0.02 * (bounds(n)[1] - bounds(n)[0])),
+                              bounds(n)[1] - 0.02 * (bounds(n)[1] - bounds(n)[0])))
+          if bounds(n)[2] == "frac" else to_unbounded(n, start[n]) for n in names]
     best = nelder_mead(x0, objective, args.iterations, "")
     summary = run(best)["summary"]
     obj = objective(best)
@@ -226,14 +261,18 @@ def main():
                   f"{summary['cases_total']} step-time cases of {os.path.basename(args.cases)} on "
                   f"{' + '.join(args.profiles)}, every case weighted alike) -> objective {obj:.2f}%, "
                   f"MAPE {summary['mape_pct']:.2f}%{lofo_txt}")
-        for p in args.profiles:
+        if args.framework:
+            write_framework(os.path.join(root, "frameworks", args.framework + ".yaml"),
+                            vals["compute_efficiency"], source)
+        hw_vals = {n: v for n, v in vals.items() if n in PARAMS}
+        for p in (args.profiles if hw_vals else []):
             path = os.path.join(root, "hardware_profiles", p + ".yaml")
             prev = re.search(r'\nefficiency:\n(?:.*\n)*?  source: (".*")', open(path).read())
             keep = json.loads(prev.group(1)) if prev else ""
             # The values not fitted keep their stated sources (datasheets, microbenchmarks).
             kept = "; ".join(x for x in keep.split("; ") if not x.startswith(("initial values", "fitted ")))
-            write_efficiency(path, vals, source + ("; " + kept if kept else ""))
-        print("wrote", ", ".join(args.profiles))
+            write_efficiency(path, hw_vals, source + ("; " + kept if kept else ""))
+        print("wrote", ", ".join(([args.framework] if args.framework else []) + (args.profiles if hw_vals else [])))
     shutil.rmtree(tmp)
 
 

@@ -301,7 +301,7 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   Cluster cluster;
   cluster.profile = *hw;
   cluster.num_gpus = c.num_gpus;
-  if (fprof) r.attention_kernel = apply_attention_kernel(*fprof, cluster.profile);
+  if (fprof) r.attention_kernel = apply_framework_profile(*fprof, cluster.profile);
 
   // Candidate values for every field (accuracy.h); a published field has exactly one.
   const int n = c.num_gpus;

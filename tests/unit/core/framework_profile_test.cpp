@@ -44,6 +44,23 @@ TEST(FrameworkProfiles, AttentionKernelIsTheFirstTheGpuHas) {
   EXPECT_EQ(apply_attention_kernel(load_framework_profile("megatron-lm"), a100), "fa2");
 }
 
+TEST(FrameworkProfiles, ComputeEfficiencyScalesTheKernelAsymptotes) {
+  const FrameworkProfile foundry = load_framework_profile("llm-foundry");
+  ASSERT_GT(foundry.compute_efficiency, 0.3);
+  ASSERT_LE(foundry.compute_efficiency, 1.0);
+  EXPECT_NE(foundry.compute_source.find("fit_efficiency.py"), std::string::npos);
+  HardwareProfile h100 = load_profile("dgx-h100");
+  const HardwareProfile before = h100;
+  apply_framework_profile(foundry, h100);
+  const double x = foundry.compute_efficiency;
+  EXPECT_DOUBLE_EQ(h100.efficiency.gemm_max_fraction, before.efficiency.gemm_max_fraction * x);
+  EXPECT_DOUBLE_EQ(h100.efficiency.gemm_max_fraction_fp8,
+                   before.efficiency.gemm_max_fraction_fp8 * x);
+  EXPECT_DOUBLE_EQ(h100.efficiency.attention_fwd_max_fraction, 0.352 * x);  // its FA2 curve
+  // Megatron-family profiles keep the kernels' efficiency (1.0).
+  EXPECT_DOUBLE_EQ(load_framework_profile("megatron-bridge").compute_efficiency, 1.0);
+}
+
 TEST(FrameworkProfiles, MalformedProfilesAreRefusedWithTheirPlace) {
   const std::string path = ::testing::TempDir() + "bad_framework.yaml";
   {
