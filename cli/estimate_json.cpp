@@ -41,6 +41,8 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
                {"recompute", to_string(p.recompute)},
                {"recompute_layers", p.recompute_layers},  // 0: every layer (with full)
                {"uneven_pp", p.uneven_pp},
+               {"account_for_embedding_in_pipeline_split", p.account_for_embedding},
+               {"account_for_loss_in_pipeline_split", p.account_for_loss},
                {"mbs", p.mbs},
                {"gbs", p.gbs},
                {"seq", r.workload.seq_len},

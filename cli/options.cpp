@@ -78,6 +78,13 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
                "First and last pipeline chunks take fewer layers (chosen, with a note, when "
                "the layers do not divide by pp*vpp)")
       ->group(g);
+  app.add_flag("--account-for-embedding-in-pipeline-split", o.account_for_embedding,
+               "Count the embedding as one layer of the first pipeline chunk (Megatron-Core)")
+      ->group(g);
+  app.add_flag("--account-for-loss-in-pipeline-split", o.account_for_loss,
+               "Count the output layer and loss as one layer of the last pipeline chunk "
+               "(Megatron-Core)")
+      ->group(g);
   app.add_flag("--no-overlap-grad-reduce", o.no_overlap_grad_reduce,
                "Do not overlap the gradient reduce with backward")
       ->group(g);
@@ -159,11 +166,14 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   p.gbs = w.global_batch;
   p.schedule = !o.schedule.empty() ? o.schedule : (o.vpp > 1 ? "interleaved" : "1f1b");
   p.uneven_pp = o.uneven_pp;
+  p.account_for_embedding = o.account_for_embedding;
+  p.account_for_loss = o.account_for_loss;
   // Layers that do not divide into the pipeline chunks: take the uneven split (the first and
   // last stages give up layers, as the Llama 3 paper's 126 layers on 16 stages: 7 / 8 x 14 / 7)
   // by default, and say so.
   const int chunks = p.pp * p.vpp;
-  if (!p.uneven_pp && chunks > 1 && r.model.layers >= chunks && r.model.layers % chunks != 0 &&
+  if (!p.uneven_pp && !p.account_for_embedding && !p.account_for_loss && chunks > 1 &&
+      r.model.layers >= chunks && r.model.layers % chunks != 0 &&
       uneven_split_exists(r.model.layers, chunks)) {
     p.uneven_pp = true;
     const int mid = (r.model.layers + chunks - 1) / chunks;

@@ -34,6 +34,7 @@ struct PlanOptions {
   std::string schedule;  // "" = 1f1b, or interleaved when vpp > 1
   std::string precision = "bf16";
   bool uneven_pp = false;
+  bool account_for_embedding = false, account_for_loss = false;
   bool no_overlap_grad_reduce = false;
   bool no_overlap_param_gather = false;
   bool tp_comm_overlap = false;

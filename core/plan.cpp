@@ -45,6 +45,8 @@ std::string Plan::describe() const {
   if (recompute_layers > 0) s += fmt::format("({} layers/chunk)", recompute_layers);
   s += fmt::format(" mbs={} gbs={}", mbs, gbs);
   if (uneven_pp) s += " uneven-pp";
+  if (account_for_embedding) s += " embedding-in-split";
+  if (account_for_loss) s += " loss-in-split";
   if (pp > 1) s += fmt::format(" schedule={}", schedule);
   return s;
 }
@@ -89,10 +91,27 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
     add("--pp", fmt::format("at most {} pipeline stages, got {}", kMaxPipelineStages, p.pp));
   if (p.vpp > 1 && p.pp == 1) add("--vpp", "virtual pipeline stages need pp > 1");
   const int64_t chunks = int64_t{p.pp} * p.vpp;
-  if (m.layers < chunks)
+  const int counted_extra = (p.account_for_embedding ? 1 : 0) + (p.account_for_loss ? 1 : 0);
+  if (m.layers + counted_extra < chunks)
     add("--pp", fmt::format("{} layers cannot fill pp*vpp = {} pipeline chunks", m.layers, chunks));
-  else if (m.layers % chunks != 0 && uneven_split_exists(m.layers, static_cast<int>(chunks)) &&
-           !p.uneven_pp)
+  else if (p.account_for_embedding || p.account_for_loss) {
+    // Megatron-Core get_num_layers_to_build (transformer_block.py:147-202, NVIDIA/Megatron-LM
+    // @d98e8a6): the counted embedding and loss join the layers, which must divide by pp*vpp.
+    const int64_t counted =
+        m.layers + (p.account_for_embedding ? 1 : 0) + (p.account_for_loss ? 1 : 0);
+    if (p.pp == 1)
+      add("--account-for-embedding-in-pipeline-split",
+          "counting the embedding or loss as a layer needs pp > 1");
+    else if (p.uneven_pp)
+      add("--uneven-pp",
+          "the embedding/loss pipeline split and first/last stage layer counts exclude each other "
+          "(TransformerConfig.__post_init__, transformer_config.py:2229-2262)");
+    else if (counted % chunks != 0 || (p.vpp == 1 && counted / chunks < 2))
+      add("--pp",
+          fmt::format("layers + embedding/loss ({}) are not divisible by pp*vpp = {}{}", counted,
+                      chunks, p.vpp == 1 ? " into stages of at least one decoder layer" : ""));
+  } else if (m.layers % chunks != 0 && uneven_split_exists(m.layers, static_cast<int>(chunks)) &&
+             !p.uneven_pp)
     add("--pp", fmt::format("layers ({}) are not divisible by pp*vpp = {}; pass --uneven-pp to "
                             "let the first and last stages take fewer layers",
                             m.layers, chunks));

@@ -85,6 +85,14 @@ struct Plan {
   int64_t gbs = 0;         // sequences; 0 = take the workload's global batch
   ScheduleName schedule;   // "1f1b" by default
   bool uneven_pp = false;  // allow layers % (pp*vpp) != 0 (first/last stages take the remainder)
+  // Megatron's --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split:
+  // the embedding (loss) counts as one layer, so (layers + e + l) divides by pp*vpp and the
+  // first (last) chunk holds one decoder layer fewer.
+  bool account_for_embedding = false, account_for_loss = false;
+  // The layer split in one number, for caches keyed on it.
+  int split_key() const {
+    return (uneven_pp ? 1 : 0) | (account_for_embedding ? 2 : 0) | (account_for_loss ? 4 : 0);
+  }
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
   bool tp_comm_overlap = false;

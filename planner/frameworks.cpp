@@ -51,12 +51,16 @@ constexpr std::array<FrameworkRule, 5> kDeepSpeedRules = {{
     {"DeepSpeed's pipeline engine partitions layers itself",
      "deepspeedai/DeepSpeed deepspeed/runtime/pipe/module.py@edaa722 (PipelineModule "
      "partition_method)",
-     [](const Plan& p) { return p.uneven_pp; }},
+     [](const Plan& p) { return p.uneven_pp || p.account_for_embedding || p.account_for_loss; }},
 }};
 
 // torchtitan's FSDP2 with fsdp_reshard_after_forward = "never" keeps gathered parameters
 // (ZeRO-2-like memory); dtplan does not model it.
-constexpr std::array<FrameworkRule, 3> kTorchtitanRules = {{
+constexpr std::array<FrameworkRule, 4> kTorchtitanRules = {{
+    {"torchtitan counts the embedding and loss as its own first/last-stage layer reductions "
+     "(pipeline_parallel_first_stage_less_layers), which dtplan does not write",
+     "pytorch/torchtitan torchtitan/config/configs.py@b5bcd76",
+     [](const Plan& p) { return p.account_for_embedding || p.account_for_loss; }},
     {"torchtitan needs expert TP of 1 or equal to TP", "",
      [](const Plan& p) { return p.etp != 1 && p.etp != p.tp; }},
     {"torchtitan shards with FSDP2 (ZeRO-3) or not at all",

@@ -61,7 +61,7 @@ bool allowed(const std::vector<int>& pin, int v) {
 auto plan_key(const Plan& p) {
   return std::make_tuple(p.tp, p.pp, p.cp, p.dp, p.ep, p.etp, p.vpp, p.sp, p.zero,
                          static_cast<int>(p.recompute), p.recompute_layers, p.mbs, p.gbs,
-                         std::cref(p.schedule), p.uneven_pp);
+                         std::cref(p.schedule), p.split_key());
 }
 
 bool ranks_before(double objective, const Plan& p, const Candidate& c) {

@@ -145,6 +145,10 @@ std::vector<std::string> megatron_parallel_args(const ModelSpec& m, const Worklo
     add("--expert-tensor-parallel-size", p.etp);
   }
   if (p.vpp > 1) add("--num-virtual-stages-per-pipeline-rank", p.vpp);
+  // megatron/training/arguments.py, NVIDIA/Megatron-LM@d98e8a6 (TransformerConfig
+  // account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split).
+  if (p.account_for_embedding) a.push_back("--account-for-embedding-in-pipeline-split");
+  if (p.account_for_loss) a.push_back("--account-for-loss-in-pipeline-split");
   if (p.uneven_pp && p.pp > 1) {
     add("--decoder-first-pipeline-num-layers", layers_on_rank(m, p, 0).total());
     add("--decoder-last-pipeline-num-layers", layers_on_rank(m, p, p.pp - 1).total());

@@ -82,7 +82,7 @@ const DpStage& dp_stage_of(StageTimes& st, const ModelSpec& m, const Plan& p, in
   };
   EstimatorCache::Impl* ci = st.memo;
   if (!ci || p.zero < 0 || p.zero > 3) return own = compute();
-  const DpKey key{ci->placement_gen, st.pp, p.vpp, p.uneven_pp, grad_bytes};
+  const DpKey key{ci->placement_gen, st.pp, p.vpp, p.split_key(), grad_bytes};
   if (ci->dp_for != key) {
     ci->dp_for = key;
     for (int z = 0; z < 4; ++z) {

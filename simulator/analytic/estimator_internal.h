@@ -112,7 +112,7 @@ struct StageKey {
   const LayerCostSet* costs;
   uint64_t placement;  // EstimatorCache::Impl::placement_gen
   int pp, vpp;
-  bool uneven;
+  int split;  // Plan::split_key
   Recompute recompute;
   int recompute_layers;
   bool operator==(const StageKey&) const = default;
@@ -123,7 +123,7 @@ struct StageKey {
 struct DpKey {
   uint64_t placement;  // EstimatorCache::Impl::placement_gen (the layout)
   int pp, vpp;
-  bool uneven;
+  int split;  // Plan::split_key
   double grad_bytes;
   bool operator==(const DpKey&) const = default;
 };
@@ -134,7 +134,9 @@ struct MemoryKey {
   const IPipelineSchedule* schedule;
   int tp, pp, cp, dp, ep, etp, vpp, zero, recompute_layers, mbs, mb;
   Recompute recompute;
-  bool sp, uneven, main_grads_fp32;
+  bool sp;
+  int split;  // Plan::split_key
+  bool main_grads_fp32;
   bool operator==(const MemoryKey&) const = default;
 };
 
@@ -155,7 +157,7 @@ inline MemoryKey memory_key(const LayerCostSet* costs, const IPipelineSchedule* 
           mb,
           p.recompute,
           p.sp,
-          p.uneven_pp,
+          p.split_key(),
           p.main_grads_fp32};
 }
 
@@ -179,7 +181,7 @@ struct CollectiveKeyHash {
 // Which layers every pipeline rank holds, for one (pp, vpp, uneven) split of the model.
 struct StageSplit {
   int pp, vpp;
-  bool uneven;
+  int split;  // Plan::split_key
   std::vector<RankLayers> ranks;
 };
 
@@ -212,7 +214,8 @@ struct EstimatorCache::Impl {
   struct Shape {
     int tp, pp, cp, dp, ep, etp, vpp, mbs;
     Recompute recompute;
-    bool sp, flash, tp_overlap, ep_overlap, uneven;
+    bool sp, flash, tp_overlap, ep_overlap;
+    int split;  // Plan::split_key
     bool operator==(const Shape&) const = default;
   };
   std::optional<Shape> shape;
@@ -332,12 +335,12 @@ struct EstimatorCache::Impl {
   const RankLayers* split_for(const ModelSpec& m, const Plan& p) {
     for (size_t i = 0; i < splits.size(); ++i) {
       const StageSplit& s = splits[i];
-      if (s.pp == p.pp && s.vpp == p.vpp && s.uneven == p.uneven_pp) {
+      if (s.pp == p.pp && s.vpp == p.vpp && s.split == p.split_key()) {
         if (i > 0) std::swap(splits[0], splits[i]);
         return splits[0].ranks.data();
       }
     }
-    StageSplit s{p.pp, p.vpp, p.uneven_pp, {}};
+    StageSplit s{p.pp, p.vpp, p.split_key(), {}};
     s.ranks.reserve(static_cast<size_t>(p.pp));
     for (int r = 0; r < p.pp; ++r) s.ranks.push_back(layers_on_rank(m, p, r));
     splits.insert(splits.begin(), std::move(s));

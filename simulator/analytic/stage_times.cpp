@@ -35,7 +35,7 @@ StageTimes& prepare(void* local, const ModelSpec& m, const Cluster& c, const Wor
                                             p.flash_attention,
                                             p.tp_comm_overlap,
                                             p.ep_comm_overlap,
-                                            p.uneven_pp};
+                                            p.split_key()};
     if (!(ci->shape == shape && ci->shape_order == p.rank_order)) {
       ci->shape.reset();  // until the lookups below are done
       ci->shape_costs = &ci->layer_costs_for(m, c, w, p);
@@ -204,7 +204,7 @@ void run_stages(StageTimes& st, const HardwareProfile& hw, const Plan& p, StepCo
   }
   // With `detail` the loop runs anyway (the cached times do not include it); its times are
   // the same, so the key stays valid.
-  const StageKey key{st.costs,    st.memo->placement_gen, st.pp, p.vpp, p.uneven_pp,
+  const StageKey key{st.costs,    st.memo->placement_gen, st.pp, p.vpp, p.split_key(),
                      p.recompute, p.recompute_layers};
   if (st.memo->stage_key == key && !detail) return;
   stage_loop(st, hw, p, detail);
@@ -248,7 +248,7 @@ void memory_peak(MemoryPeak& out, const StageTimes& st, const ModelSpec& m, cons
   // Their parameters do not depend on ZeRO, recomputation, micro-batch or schedule: kept.
   const ParamsOnRank* params = nullptr;
   if (EstimatorCache::Impl* ci = st.memo) {
-    const std::array<int, 6> key{p.tp, p.ep, p.etp, p.pp, p.vpp, p.uneven_pp ? 1 : 0};
+    const std::array<int, 6> key{p.tp, p.ep, p.etp, p.pp, p.vpp, p.split_key()};
     if (ci->edge_params_for != key) {
       for (int k = 0; k < visited; ++k)
         ci->edge_params[static_cast<size_t>(k)] =

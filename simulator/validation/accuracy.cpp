@@ -376,6 +376,21 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
                         p.schedule = p.vpp > 1 ? "interleaved" : "1f1b";
                       if (p.pp == 1) p.schedule = "1f1b";
                       p.uneven_pp = c.model.layers % (p.pp * p.vpp) != 0;
+                      // Where no first/last-fewer split exists, Megatron recipes count the
+                      // embedding and the loss as pipeline layers (Llama 3.1 405B: 126 + 2 on
+                      // 16 x 8 chunks): the split that divides, both counted first.
+                      if (p.uneven_pp && p.pp > 1 &&
+                          !uneven_split_exists(c.model.layers, p.pp * p.vpp)) {
+                        const int chunks = p.pp * p.vpp;
+                        for (int e : {1, 0})
+                          for (int l : {1, 0})
+                            if (e + l > 0 && (c.model.layers + e + l) % chunks == 0 &&
+                                !p.account_for_embedding && !p.account_for_loss) {
+                              p.account_for_embedding = e == 1;
+                              p.account_for_loss = l == 1;
+                            }
+                        if (p.account_for_embedding || p.account_for_loss) p.uneven_pp = false;
+                      }
                       p.flash_attention = fw.flash_attention;
                       p.overlap_grad_reduce = fw.overlap_grad_reduce;
                       p.overlap_param_gather = fw.overlap_param_gather;

@@ -27,10 +27,20 @@ static void chunk_range(int layers, int n, int c, bool uneven, int& begin, int& 
   }
 }
 
+// With the embedding and/or loss counted as layers: chunk c of n holds (L + e + l)/n slots, the
+// first chunk's first being the embedding and the last chunk's last the loss.
+static void counted_range(int layers, int n, int c, int e, int l, int& begin, int& end) {
+  const int per = (layers + e + l) / n;
+  begin = std::max(0, c * per - e);
+  end = c == n - 1 ? layers : (c + 1) * per - e;
+  (void)l;
+}
+
 RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
   RankLayers r;
   const int chunks_total = p.pp * p.vpp;
-  if (!m.moe && m.layers % chunks_total == 0) {  // the common case: an even dense split
+  const bool counted = p.account_for_embedding || p.account_for_loss;
+  if (!m.moe && !counted && m.layers % chunks_total == 0) {  // the common case: even, dense
     r.dense = m.layers / p.pp;
     return r;
   }
@@ -38,7 +48,11 @@ RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
   for (int v = 0; v < p.vpp; ++v) {
     const int c = v * p.pp + rank;
     int begin = 0, end = 0;
-    chunk_range(m.layers, chunks, c, p.uneven_pp, begin, end);
+    if (counted)
+      counted_range(m.layers, chunks, c, p.account_for_embedding ? 1 : 0,
+                    p.account_for_loss ? 1 : 0, begin, end);
+    else
+      chunk_range(m.layers, chunks, c, p.uneven_pp, begin, end);
     const int moe = m.moe_layers_before(end) - m.moe_layers_before(begin);
     r.moe += moe;
     r.dense += (end - begin) - moe;

@@ -44,7 +44,7 @@ assert codes == ['megatron-fsdp', 'zero3-with-pp'], codes" || fail "$cmd: ZeRO-3
 import json
 j = json.load(open('$cmd.tt.json'))
 assert j['framework']['name'] == 'torchtitan' and j['framework']['given'] is True, j['framework']
-assert len(j['framework']['rules_applied']) == 3 and j['warnings'] == [], j" ||
+assert len(j['framework']['rules_applied']) == 4 and j['warnings'] == [], j" ||
     fail "$cmd: torchtitan JSON"
   passed=$((passed + 1))
 done

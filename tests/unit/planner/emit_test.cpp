@@ -354,3 +354,31 @@ TEST(Emitters, RefusalRules) {
 
 }  // namespace
 }  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// The embedding/loss pipeline split goes to Megatron as its own flags
+// (megatron/training/arguments.py: --account-for-embedding-in-pipeline-split,
+// --account-for-loss-in-pipeline-split, store_true; NVIDIA/Megatron-LM@d98e8a6), never with the
+// first/last stage layer counts, which Megatron refuses beside them.
+TEST(Emitters, MegatronGetsTheEmbeddingAndLossSplitFlags) {
+  LaunchCase c{"llama3.1-405b_256xgb200_split",
+               "llama3.1-405b",
+               "gb200-nvl72",
+               256,
+               make_plan(4, 16, 1, 4, 1, 8, 1, Recompute::kFull, 1, 1536, "interleaved"),
+               8192,
+               {"megatron"}};
+  c.plan.account_for_embedding = c.plan.account_for_loss = true;
+  Emitted e = emit_case(c, "megatron");
+  const EmittedFile* list = file(e, "megatron_args.txt");
+  ASSERT_NE(list, nullptr);
+  const std::string& a = list->content;
+  EXPECT_NE(a.find("--account-for-embedding-in-pipeline-split"), std::string::npos);
+  EXPECT_NE(a.find("--account-for-loss-in-pipeline-split"), std::string::npos);
+  EXPECT_EQ(a.find("--decoder-first-pipeline-num-layers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dtplan

@@ -221,3 +221,48 @@ TEST(ModelFixes, SequenceParallelReGathersHideBehindTheInputGradient) {
 
 }  // namespace
 }  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// Megatron-Core's --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split
+// (get_num_layers_to_build, megatron/core/transformer/transformer_block.py:147-202,
+// NVIDIA/Megatron-LM@d98e8a6): the embedding and the loss each count as one layer, the total
+// divides by pp*vpp, and the first (last) chunk builds one decoder layer fewer. Llama 3.1 405B's
+// 126 layers on PP16 x VPP8 (the Megatron-Bridge GB200 recipe): 128 slots, one per chunk, so
+// rank 0's first chunk holds only the embedding and the last rank's last chunk only the loss.
+TEST(PlanFields, EmbeddingAndLossCountAsPipelineLayers) {
+  ModelSpec m = load_model("llama3.1-405b");
+  ASSERT_EQ(m.layers, 126);
+  Plan p;
+  p.tp = 4, p.pp = 16, p.vpp = 8, p.dp = 4, p.schedule = "interleaved";
+  Workload w;
+  w.global_batch = p.gbs = 1536;
+  EXPECT_FALSE(validate_plan(m, p.world(), w, p).empty());  // 126 cannot fill 128 chunks
+  p.account_for_embedding = p.account_for_loss = true;
+  EXPECT_TRUE(validate_plan(m, p.world(), w, p).empty());
+  EXPECT_EQ(layers_on_rank(m, p, 0).total(), 7);  // 0 + 7 x 1
+  EXPECT_EQ(layers_on_rank(m, p, 1).total(), 8);
+  EXPECT_EQ(layers_on_rank(m, p, 15).total(), 7);  // 7 x 1 + 0
+  int sum = 0;
+  for (int r = 0; r < p.pp; ++r) sum += layers_on_rank(m, p, r).total();
+  EXPECT_EQ(sum, 126);
+  // Without interleaving: 126 + 2 = 128 on 16 stages of 8: 7 / 8 x 14 / 7.
+  p.vpp = 1, p.schedule = "1f1b";
+  EXPECT_TRUE(validate_plan(m, p.world(), w, p).empty());
+  EXPECT_EQ(layers_on_rank(m, p, 0).total(), 7);
+  EXPECT_EQ(layers_on_rank(m, p, 8).total(), 8);
+  EXPECT_EQ(layers_on_rank(m, p, 15).total(), 7);
+  // Only the embedding counted: 127 does not divide by 16.
+  p.account_for_loss = false;
+  EXPECT_FALSE(validate_plan(m, p.world(), w, p).empty());
+  // The flags exclude Megatron's first/last stage layer counts (--uneven-pp here).
+  p.account_for_loss = true;
+  p.uneven_pp = true;
+  bool refused = false;
+  for (const Violation& v : validate_plan(m, p.world(), w, p)) refused |= v.flag == "--uneven-pp";
+  EXPECT_TRUE(refused);
+}
+
+}  // namespace
+}  // namespace dtplan
