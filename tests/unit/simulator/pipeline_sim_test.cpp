@@ -455,9 +455,9 @@ TEST(StepSim, AgreesWithTheClosedFormWithinOnePercent) {
   struct Layout {
     int tp, pp, vpp;
     const char* schedule;
-  } grid[] = {{8, 8, 3, "interleaved"}, {8, 16, 1, "1f1b"},     {4, 8, 2, "interleaved"},
-              {8, 4, 1, "gpipe"},       {8, 1, 1, "1f1b"},      {4, 16, 2, "interleaved"},
-              {8, 8, 1, "zb-h1"},       {4, 16, 1, "zb-h1"},    {8, 8, 2, "zb-v"},
+  } grid[] = {{8, 8, 3, "interleaved"}, {8, 16, 1, "1f1b"},      {4, 8, 2, "interleaved"},
+              {8, 4, 1, "gpipe"},       {8, 1, 1, "1f1b"},       {4, 16, 2, "interleaved"},
+              {8, 8, 1, "zb-h1"},       {4, 16, 1, "zb-h1"},     {8, 8, 2, "zb-v"},
               {4, 16, 2, "zb-v"},       {8, 8, 2, "dualpipe-v"}, {4, 16, 2, "dualpipe-v"}};
   for (const Layout& l : grid) {
     Plan p = gpt3_plan(l.tp, l.pp, l.vpp, 512 / (l.tp * l.pp), 1536, l.schedule);
