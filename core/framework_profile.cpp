@@ -16,7 +16,10 @@ FrameworkProfile load_framework_profile_file(const std::string& path) {
   YAML::Node kernels = a.child("kernels");
   if (!kernels.IsDefined() || !kernels.IsSequence() || kernels.size() == 0)
     a.fail("kernels", "expected a non-empty list of attention kernel names (fa2, fa3, cudnn, ...)");
-  for (const auto& k : kernels) f.attention_kernels.push_back(k.as<std::string>());
+  for (const auto& k : kernels) {
+    if (!k.IsScalar()) a.fail("kernels", "expected kernel names (fa2, fa3, cudnn, ...)");
+    f.attention_kernels.push_back(k.as<std::string>());
+  }
   f.attention_source = a.get_string("source");
   a.finish();
   if (auto o = y.opt_map("overlap")) {

@@ -33,7 +33,6 @@ static void counted_range(int layers, int n, int c, int e, int l, int& begin, in
   const int per = (layers + e + l) / n;
   begin = std::max(0, c * per - e);
   end = c == n - 1 ? layers : (c + 1) * per - e;
-  (void)l;
 }
 
 RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {

@@ -79,6 +79,11 @@ TEST(FrameworkProfiles, MalformedProfilesAreRefusedWithTheirPlace) {
     f << "name: x\ndescription: y\nattention:\n  kernels: []\n  source: z\n";
   }
   EXPECT_THROW(load_framework_profile_file(path), InputError);
+  {
+    std::ofstream f(path);
+    f << "name: x\ndescription: y\nattention:\n  kernels: [{fa2: 1}]\n  source: z\n";
+  }
+  EXPECT_THROW(load_framework_profile_file(path), InputError);
   std::remove(path.c_str());
 }
 
