@@ -51,6 +51,26 @@ DTPLAN_REGISTER(IPipelineSchedule, EagerOneFOneB, "test-eager-1f1b",
                 "test-only example: 1F1B with the steady state's backward first")
 namespace {
 
+// p ranks of equal stages for the simulator.
+des::PipelineSimInput equal_stages(int p, int v, int m, double f, double b, double w) {
+  des::PipelineSimInput in;
+  in.p = p;
+  in.v = v;
+  in.m = m;
+  in.f.assign(static_cast<size_t>(p), f);
+  in.b.assign(static_cast<size_t>(p), b);
+  in.w.assign(static_cast<size_t>(p), w);
+  return in;
+}
+
+// Per-rank pass times with the exchanges the estimator charges inside them (PipelineInput):
+// pipeline_exchanges_per_pass x one exchange t.
+std::vector<double> with_exchanges(std::vector<double> x, int v, double t) {
+  const int p = static_cast<int>(x.size());
+  for (int i = 0; i < p; ++i) x[static_cast<size_t>(i)] += pipeline_exchanges_per_pass(i, p, v) * t;
+  return x;
+}
+
 TEST(SchedulePlugins, EveryRegisteredOrderIsCompleteAndRuns) {
   for (const std::string& name : schedule_names()) {
     const IPipelineSchedule& s = *find_schedule(name);
@@ -118,13 +138,7 @@ TEST(SchedulePlugins, ReductionWindowAndSlackFollowTheTaskOrder) {
           for (int m : {1, p - 1, 2 * p, 4 * p + 1})
             for (bool unequal : {false, true}) {
               if (m < 1 || !s.accepts_chunks(v) || !s.accepts_microbatches(p, v, m)) continue;
-              des::PipelineSimInput in;
-              in.p = p;
-              in.v = v;
-              in.m = m;
-              in.f.assign(static_cast<size_t>(p), f);
-              in.b.assign(static_cast<size_t>(p), b);
-              in.w.assign(static_cast<size_t>(p), w);
+              des::PipelineSimInput in = equal_stages(p, v, m, f, b, w);
               const double t = unequal ? 0.05 : 0.0;  // one exchange
               if (unequal) {
                 in.f.front() += 0.1, in.b.front() += 0.15;
@@ -141,11 +155,8 @@ TEST(SchedulePlugins, ReductionWindowAndSlackFollowTheTaskOrder) {
                 if (e.end_s > end[st]) end[st] = e.end_s, start[st] = e.start_s;
               }
               const double last = *std::max_element(end.begin(), end.end());
-              std::vector<double> fc = in.f, bc = in.b;  // with the exchanges the estimator charges
-              for (int i = 0; i < p; ++i) {
-                fc[static_cast<size_t>(i)] += pipeline_exchanges_per_pass(i, p, v) * t;
-                bc[static_cast<size_t>(i)] += pipeline_exchanges_per_pass(i, p, v) * t;
-              }
+              const std::vector<double> fc = with_exchanges(in.f, v, t),
+                                        bc = with_exchanges(in.b, v, t);
               std::vector<double> rank_end(static_cast<size_t>(p)), grad(static_cast<size_t>(p));
               PipelineInput pin{p, v, m, fc.data(), bc.data(), in.w.data(), t};
               pin.rank_end_s = rank_end.data();
@@ -181,22 +192,12 @@ TEST(SchedulePlugins, InterleavedFillAndDrainExchanges) {
           const IPipelineSchedule& s = *find_schedule(name);
           const int m = k * p;
           if (!s.accepts_chunks(v) || !s.accepts_microbatches(p, v, m)) continue;
-          des::PipelineSimInput in;
-          in.p = p;
-          in.v = v;
-          in.m = m;
-          in.f.assign(static_cast<size_t>(p), f);
-          in.b.assign(static_cast<size_t>(p), b);
-          in.w.assign(static_cast<size_t>(p), 0.0);
+          des::PipelineSimInput in = equal_stages(p, v, m, f, b, 0.0);
           in.p2p_bytes = 1e6;
           in.p2p_bytes_per_s = 1e6 / t;  // one exchange takes t alone
           const double sim = des::simulate_pipeline(in, s).makespan_s;
-          std::vector<double> fc(static_cast<size_t>(p)), bc(static_cast<size_t>(p));
-          for (int i = 0; i < p; ++i) {
-            const double hops = pipeline_exchanges_per_pass(i, p, v);
-            fc[static_cast<size_t>(i)] = f + hops * t;
-            bc[static_cast<size_t>(i)] = b + hops * t;
-          }
+          const std::vector<double> fc = with_exchanges(in.f, v, t),
+                                    bc = with_exchanges(in.b, v, t);
           const PipelineInput pin{p, v, m, fc.data(), bc.data(), in.w.data(), t};
           EXPECT_NEAR(s.time(pin).total_s, sim, 1e-9)
               << name << " p " << p << " v " << v << " m " << m;
@@ -216,11 +217,9 @@ TEST(SchedulePlugins, ATestOnlyScheduleIsEstimatedValidatedAndSimulated) {
   p.schedule = "1f1b";
   const Estimate one_f_one_b = estimate(m, c, w, p);
   // Same bubble formula and memory as 1F1B (its definition above).
-  // Its memory statement is 1F1B's; its time is its own order's (the same work as 1F1B, and
-  // never less than the steady state).
+  // Its memory statement is 1F1B's (its definition above); its time is its own order's, which
+  // the simulator runs (checked below to 1e-6).
   EXPECT_DOUBLE_EQ(eager.memory_peak.total_bytes(), one_f_one_b.memory_peak.total_bytes());
-  EXPECT_GT(eager.step_time_s, 0.9 * one_f_one_b.step_time_s);
-  EXPECT_NE(eager.step_time_s, one_f_one_b.step_time_s);
   p.schedule = "test-eager-1f1b";
   ASSERT_TRUE(des::simulator_supports(p.schedule));
   const des::StepSimResult r = des::simulate_step(m, c, w, p, /*link_sharing=*/false);
