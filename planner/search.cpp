@@ -284,14 +284,26 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
   const ParamCounts counts = count_params(m);
 
   auto run_layout = [&](const Layout& L, Worker& wk) {
-    std::vector<int> vpps = {1};
+    // Chunks per rank, and whether the embedding and the loss count as one layer each of the
+    // first and last chunks (Megatron-Core's --account-for-embedding/loss-in-pipeline-split):
+    // how interleaving takes layers that do not divide, as Llama 3 405B's 126 layers on 16
+    // stages (Llama 3 paper §3.3.2: one layer fewer on the first and last stages).
+    struct Chunking {
+      int v;
+      bool counted;
+    };
+    std::vector<Chunking> vpps = {{1, false}};
     if (L.pp > 1)
-      for (int v = 2; v <= 8; ++v)
-        if (m.layers % (L.pp * v) == 0) vpps.push_back(v);
+      for (int v = 2; v <= 8; ++v) {
+        if (m.layers % (L.pp * v) == 0)
+          vpps.push_back({v, false});
+        else if ((m.layers + 2) % (L.pp * v) == 0 && (m.layers + 2) / (L.pp * v) >= 2)
+          vpps.push_back({v, true});
+      }
     if (!space.vpp.empty()) {
-      std::vector<int> keep;
-      for (int v : vpps)
-        if (allowed(space.vpp, v)) keep.push_back(v);
+      std::vector<Chunking> keep;
+      for (const Chunking& v : vpps)
+        if (allowed(space.vpp, v.v)) keep.push_back(v);
       vpps = keep;
     }
     const bool sp = space.sp.value_or(L.tp > 1) && L.tp > 1;
@@ -325,7 +337,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     std::vector<double> floors;
     std::vector<const IPipelineSchedule*> sched_objs;  // parallel to `schedules`
 
-    for (int vpp : vpps) {
+    for (const auto [vpp, counted] : vpps) {
       schedules.clear();
       if (L.pp == 1) {
         if (vpp > 1) continue;
@@ -350,6 +362,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
       }
       p.vpp = vpp;
       p.uneven_pp = uneven && vpp == 1;
+      p.account_for_embedding = p.account_for_loss = counted;
       p.recompute = Recompute::kNone;
       p.recompute_layers = 0;
       p.gbs = works.front().global_batch;
