@@ -7,6 +7,7 @@
 #include "cli/framework_check.h"
 #include "cli/options.h"
 #include "core/error.h"
+#include "reports/claims.h"
 
 namespace dtplan::cli {
 
@@ -16,6 +17,54 @@ static std::string human(int64_t n) {
   if (v >= 1e6) return fmt::format("{:.2f} M", v / 1e6);
   if (v >= 1e3) return fmt::format("{:.1f} K", v / 1e3);
   return fmt::format("{}", n);
+}
+
+// `check --claims`: every claim of the file, its findings as text or JSON; 3 when any is
+// refuted, 0 otherwise.
+static int run_claims(const std::string& path, const ClaimCheckOptions& opt, bool json) {
+  const std::vector<Claim> claims = load_claims(path);
+  nlohmann::json all = nlohmann::json::array();
+  std::string text;
+  bool refuted = false;
+  for (const Claim& c : claims) {
+    const ClaimResult r = check_claim(c, opt);
+    refuted = refuted || !r.refuted.empty();
+    auto findings = [](const std::vector<ClaimFinding>& v) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const ClaimFinding& f : v)
+        a.push_back({{"code", f.code}, {"statements", f.statements}, {"message", f.message}});
+      return a;
+    };
+    nlohmann::json j = {{"name", r.name},
+                        {"source", c.source},
+                        {"where", c.where.to_string()},
+                        {"consistent", r.checks() > 0 ? nlohmann::json(r.refuted.empty())
+                                                      : nlohmann::json(nullptr)},
+                        {"checks", r.checks()},
+                        {"refuted", findings(r.refuted)},
+                        {"agreeing", findings(r.consistent)},
+                        {"derived", findings(r.derived)},
+                        {"missing", r.missing},
+                        {"notes", r.notes}};
+    all.push_back(j);
+    text += fmt::format(
+        "{}: {}\n{}", r.name,
+        r.refuted.empty() ? (r.checks() > 0 ? "consistent" : "nothing to check")
+                          : fmt::format("REFUTED ({} of {} checks)", r.refuted.size(), r.checks()),
+        c.source.empty() ? "" : fmt::format("  source      {}\n", c.source));
+    for (const ClaimFinding& f : r.refuted) text += fmt::format("  refuted     {}\n", f.message);
+    for (const ClaimFinding& f : r.consistent) text += fmt::format("  consistent  {}\n", f.message);
+    for (const ClaimFinding& f : r.derived) text += fmt::format("  derived     {}\n", f.message);
+    for (const std::string& m : r.missing) text += fmt::format("  missing     {}\n", m);
+    for (const std::string& n : r.notes) text += fmt::format("  note        {}\n", n);
+  }
+  if (json) {
+    nlohmann::json j = {{"file", path}, {"consistent", !refuted}, {"claims", all}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("{}", text);
+  }
+  return refuted ? 3 : 0;
 }
 
 void register_check(CLI::App& app, CommandContext& ctx) {
@@ -29,7 +78,26 @@ void register_check(CLI::App& app, CommandContext& ctx) {
   add_plan_options(*cmd, plan);
   add_framework_option(*cmd, framework);
   cmd->add_flag("--json", json, "Machine-readable output");
+  static std::string claims;
+  static ClaimCheckOptions claim_opt;
+  cmd->add_option("--claims", claims,
+                  "Check the statements of a claim YAML (a run's model, GPUs, layout, MFU, "
+                  "throughput, tokens, days, memory) against each other and dtplan's model; "
+                  "exit 3 when one is refuted (docs/claims.md)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tolerance", claim_opt.tolerance,
+                  "With --claims: how far two statements' throughputs may differ")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
+  cmd->add_option("--model-tolerance", claim_opt.model_tolerance,
+                  "With --claims: how far a statement may beat dtplan's prediction")
+      ->check(CLI::Range(0.0, 10.0))
+      ->capture_default_str();
   cmd->callback([&ctx, cmd] {
+    if (!claims.empty()) {
+      ctx.exit_code = run_claims(claims, claim_opt, json);
+      return;
+    }
     const bool with_cluster = cmd->count("--cluster") + cmd->count("--gpus") > 0;
     if (!with_cluster && !framework.empty())
       throw InputError({}, "--framework",

@@ -1,0 +1,165 @@
+// Claim checks (reports/claims.h): the seed case of issue #16 with its arithmetic worked by hand,
+// consistent, refuted and under-specified claims, hardware FLOPs, and dtplan's model reading.
+#include "reports/claims.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace dtplan {
+namespace {
+
+Claim load_one(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / ("dtplan_claims_" + name + ".yaml");
+  std::ofstream(path) << text;
+  std::vector<Claim> v = load_claims(path.string());
+  EXPECT_EQ(v.size(), 1u);
+  return v.front();
+}
+
+bool has(const std::vector<ClaimFinding>& v, const std::string& code, const std::string& text) {
+  for (const ClaimFinding& f : v)
+    if (f.code == code && f.message.find(text) != std::string::npos) return true;
+  return false;
+}
+
+std::string dump(const ClaimResult& r) {
+  std::string s;
+  for (const auto& f : r.refuted) s += "refuted: " + f.message + "\n";
+  for (const auto& f : r.consistent) s += "consistent: " + f.message + "\n";
+  for (const auto& f : r.derived) s += "derived: " + f.message + "\n";
+  for (const auto& m : r.missing) s += "missing: " + m + "\n";
+  return s;
+}
+
+// The parallel-strategies chapter's project case (issue #16): 130B on 256 A100 80G, TP8 PP16
+// DP2 ZeRO-3, MFU ~45%, 1T tokens in 14 days. By hand: 6 x 130e9 x 1e12 = 7.8e23 FLOPs;
+// 256 x 312e12 (A100 BF16 dense peak, NVIDIA A100 datasheet) x 0.45 = 3.594e16 FLOP/s, so
+// 2.170e7 s = 251.2 days; 14 days needs 7.8e23 / (14 x 86400 x 312e12 x 0.45) = 4,592.9 GPUs,
+// or an MFU of 0.45 x 251.2 / 14 = 807%.
+TEST(Claims, SeedCaseIsRefutedWithItsArithmetic) {
+  const Claim c = load_one("seed", R"(
+name: seed
+params: 130e9
+cluster: dgx-a100-80g
+gpus: 256
+plan: {tp: 8, pp: 16, dp: 2, zero: 3}
+mfu: "45%"
+train_tokens: 1e12
+days: 14
+)");
+  const ClaimResult r = check_claim(c);
+  const double days = 6 * 130e9 * 1e12 / (256 * 312e12 * 0.45) / 86400;
+  const double gpus = 6 * 130e9 * 1e12 / (14 * 86400 * 312e12 * 0.45);
+  const double mfu = 0.45 * days / 14;
+  EXPECT_NEAR(days, 251.2, 0.1);
+  EXPECT_NEAR(gpus, 4592.9, 0.1);
+  EXPECT_TRUE(has(r.refuted, "throughput",
+                  "1T tokens in 14 days on 256 A100-SXM4-80GB at 45% MFU is not possible: 45% "
+                  "MFU gives " +
+                      std::to_string(static_cast<int>(std::round(days))) +
+                      " days; 14 days needs ≥ 4,593 GPUs at that MFU, or an MFU of " +
+                      std::to_string(static_cast<int>(std::round(100 * mfu))) + "%"))
+      << dump(r);
+  EXPECT_TRUE(has(r.refuted, "peak", "needs an MFU of 807%")) << dump(r);
+  // No model named: dtplan's model cannot read the layout, and says what it needs.
+  EXPECT_TRUE(std::find(r.missing.begin(), r.missing.end(), "dtplan's model: needs model") !=
+              r.missing.end())
+      << dump(r);
+}
+
+TEST(Claims, ConsistentStatementsAgreeWithinTheTolerance) {
+  // 45% MFU on 4,608 A100 (a node multiple above 4,593) trains 1T tokens of a 130B model in
+  // 251.2 x 256 / 4608 = 13.96 days: consistent with "14 days".
+  const Claim c = load_one("consistent", R"(
+params: 130e9
+cluster: dgx-a100-80g
+gpus: 4608
+mfu: 0.45
+train_tokens: 1e12
+days: 14
+)");
+  const ClaimResult r = check_claim(c);
+  EXPECT_TRUE(r.refuted.empty()) << dump(r);
+  EXPECT_TRUE(has(r.consistent, "throughput", "agree")) << dump(r);
+}
+
+TEST(Claims, UnderSpecifiedClaimsSayWhatIsMissing) {
+  const ClaimResult r = check_claim(load_one("under", "params: 7e9\nmfu: 0.4\ndays: 3\n"));
+  EXPECT_EQ(r.checks(), 0) << dump(r);
+  auto missing = [&](const std::string& s) {
+    return std::find(r.missing.begin(), r.missing.end(), s) != r.missing.end();
+  };
+  EXPECT_TRUE(missing("mfu: needs gpus")) << dump(r);
+  EXPECT_TRUE(missing("days: needs train_tokens")) << dump(r);
+}
+
+TEST(Claims, StepTimeAndTokensPerSecondAreComparedAsThroughput) {
+  // 1024 x 2048 tokens every 10 s = 209,715 tokens/s; stated 100K tokens/s: 2.1x apart.
+  const ClaimResult r = check_claim(load_one("step", R"(
+params: 7e9
+seq_len: 2048
+global_batch: 1024
+step_time_s: 10
+tokens_per_s: 100000
+)"));
+  EXPECT_TRUE(has(r.refuted, "throughput", "cannot both hold")) << dump(r);
+  EXPECT_TRUE(has(r.refuted, "throughput", "(2.1x)")) << dump(r);
+}
+
+// Narayanan et al. 2021 §5.1: GPT-3 175B, 300B tokens on 1024 A100 at 140 TFLOP/s per GPU
+// "would take about 34 days", counting 8 x N x T FLOPs (full recomputation repeats the
+// forward): 8 x 175e9 x 300e9 / (1024 x 140e12) / 86400 = 33.9 days. As hardware TFLOP/s with
+// full recomputation the statements agree; as model TFLOP/s (6 N) they do not (25.4 days).
+TEST(Claims, HardwareFlopsCountTheRecomputedForward) {
+  const std::string base = R"(
+params: 175e9
+gpus: 1024
+cluster: dgx-a100-80g
+train_tokens: 300e9
+days: 34
+)";
+  const ClaimResult hw =
+      check_claim(load_one("hw", base + "plan: {recompute: full}\nhardware_tflops_per_gpu: 140\n"));
+  EXPECT_TRUE(hw.refuted.empty()) << dump(hw);
+  EXPECT_TRUE(has(hw.consistent, "throughput", "agree")) << dump(hw);
+  const ClaimResult model = check_claim(load_one("model", base + "tflops_per_gpu: 140\n"));
+  EXPECT_TRUE(has(model.refuted, "throughput", "gives 25.4 days")) << dump(model);
+  const ClaimResult no_recompute =
+      check_claim(load_one("norc", base + "hardware_tflops_per_gpu: 140\n"));
+  EXPECT_TRUE(std::find(no_recompute.missing.begin(), no_recompute.missing.end(),
+                        "hardware_tflops_per_gpu: needs plan.recompute (hardware FLOPs count the "
+                        "recomputed forward)") != no_recompute.missing.end())
+      << dump(no_recompute);
+}
+
+// With the model, the GPUs and their profile known, a throughput far above dtplan's best plan
+// is refuted, one below it is not (a run may be less efficient than the best layout).
+TEST(Claims, ModelReadingRefutesOnlyWhatBeatsTheBestPlan) {
+  const std::string base = R"(
+model: llama3-8b
+cluster: dgx-h100
+gpus: 64
+seq_len: 8192
+global_batch: 512
+)";
+  const ClaimResult fast = check_claim(load_one("fast", base + "mfu: 0.95\n"));
+  EXPECT_TRUE(has(fast.refuted, "model", "what dtplan's model allows on these GPUs")) << dump(fast);
+  const ClaimResult slow = check_claim(load_one("slow", base + "mfu: 0.2\n"));
+  EXPECT_TRUE(slow.refuted.empty()) << dump(slow);
+  EXPECT_TRUE(has(slow.consistent, "model", "within dtplan's model")) << dump(slow);
+  // A stated layout that does not use the GPUs.
+  const ClaimResult bad =
+      check_claim(load_one("layout", base + "mfu: 0.4\nplan: {tp: 8, pp: 2, dp: 2}\n"));
+  EXPECT_TRUE(has(bad.refuted, "layout", "uses 32 GPUs, not 64")) << dump(bad);
+}
+
+TEST(Claims, ParamsAreCheckedAgainstTheNamedModel) {
+  const ClaimResult r = check_claim(load_one("params", "model: llama3-8b\nparams: 70e9\n"));
+  EXPECT_TRUE(has(r.refuted, "params", "70B parameters stated; llama3-8b has 8.03B")) << dump(r);
+}
+
+}  // namespace
+}  // namespace dtplan
