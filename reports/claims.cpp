@@ -420,14 +420,19 @@ ModelReading read_with_model(const Claim& c, const ModelSpec& m, const Cluster& 
         r.best = best;
         r.framework = framework_name(f);
       }
+    } else if (s.enumerated == 0) {
+      r.why_none = fmt::format(
+          "no layout of {} GPUs takes the stated values (tp, pp, cp, ep, vpp and mbs must divide "
+          "what they split, and the schedule take the chunks per rank)",
+          cl.num_gpus);
+      break;
     } else {
+      std::string reason = "nothing fits";
       for (int k = 0; k < kNumRejections; ++k)
         if (s.rejected[static_cast<size_t>(k)] > 0 && !s.example[static_cast<size_t>(k)].empty())
-          reasons = s.example[static_cast<size_t>(k)];
-      if (r.why_none.empty() || !reasons.empty())
-        r.why_none =
-            fmt::format("no plan of this layout is feasible under {} ({})", framework_name(f),
-                        reasons.empty() ? "nothing to search" : reasons);
+          reason = s.example[static_cast<size_t>(k)];
+      reasons += fmt::format("{}{}: {}", reasons.empty() ? "" : "; ", framework_name(f), reason);
+      r.why_none = "no plan of this layout is feasible (" + reasons + ")";
     }
   }
   if (r.best && frameworks.size() > 1) {
