@@ -365,3 +365,43 @@ TEST(Search, RefineReRanksTheTopWithTheSimulator) {
 
 }  // namespace
 }  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// Llama 3 405B's 126 layers on 16 stages (Llama 3 paper §3.3.2, Table 4: TP8 PP16 on 16K H100,
+// interleaved, one layer fewer on the first and last stages): 126 does not divide by 16 x v,
+// 126 + 2 (the embedding and the loss counted as layers) does for v = 2, 4, 8. The search takes
+// those interleaved plans, each with both account-for flags, and its plans of v = 1 the uneven
+// split; the estimate of each equals a direct estimate of the plan.
+TEST(Search, InterleavesLayersThatDoNotDivideWithTheEmbeddingAndLossCounted) {
+  Scenario s{load_model("llama3.1-405b"), load_cluster("dgx-h100", 16384), {}};
+  s.work.seq_len = 8192;
+  s.work.global_batch = 2048;
+  SearchSpace space;
+  space.tp = {8};
+  space.pp = {16};
+  space.cp = {1};
+  AnalyticEvaluator ev;
+  SearchOptions opt;
+  opt.top_k = 50;
+  const SearchResult r = search(s.model, s.cluster, s.work, space, opt, ev);
+  ASSERT_FALSE(r.top.empty());
+  std::set<int> counted_vpps;
+  for (const Candidate& c : r.top) {
+    if (c.plan.vpp > 1) {
+      EXPECT_TRUE(c.plan.account_for_embedding && c.plan.account_for_loss) << c.plan.describe();
+      EXPECT_EQ((126 + 2) % (16 * c.plan.vpp), 0) << c.plan.describe();
+      counted_vpps.insert(c.plan.vpp);
+    } else {
+      EXPECT_TRUE(c.plan.uneven_pp) << c.plan.describe();
+    }
+    EXPECT_DOUBLE_EQ(c.estimate.step_time_s,
+                     estimate(s.model, s.cluster, s.work, c.plan).step_time_s);
+  }
+  EXPECT_FALSE(counted_vpps.empty());
+  EXPECT_GT(r.top.front().plan.vpp, 1) << r.top.front().plan.describe();
+}
+
+}  // namespace
+}  // namespace dtplan
