@@ -51,6 +51,10 @@ void register_report(CLI::App& app, CommandContext& ctx) {
                  "dtplan report: no model or cluster given; using the built-in example (see "
                  "--help)\n");
     }
+    if (flags.deadline_days > 0)
+      throw InputError({}, "--deadline-days",
+                       "applies to `dtplan search` (the answer's GPU count can then be reported "
+                       "with --gpus)");
     SearchSetup setup = make_search_setup(flags);
     SearchResult r = search(setup.model, setup.cluster, setup.workload, setup.space, setup.options,
                             AnalyticEvaluator{});

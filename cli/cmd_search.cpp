@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -14,6 +15,7 @@
 #include "core/atomic_file.h"
 #include "core/catalog.h"
 #include "core/error.h"
+#include "planner/deadline.h"
 #include "planner/search.h"
 #include "simulator/analytic/estimator.h"
 
@@ -25,6 +27,51 @@ std::string layout(const Plan& p) {
   return fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>9} {:>4} {:<11}", p.tp,
                      p.pp, p.cp, p.ep, p.dp, p.vpp, p.sp ? "on" : "-", p.zero,
                      to_string(p.recompute), p.mbs, p.pp > 1 ? p.schedule.str() : "-");
+}
+
+nlohmann::json deadline_to_json(const DeadlineAnswer& a, const SearchFlags& f, const Workload& w) {
+  nlohmann::json j = {{"days", f.deadline_days},   {"train_tokens", w.train_tokens},
+                      {"found", a.found},          {"peak_bound_gpus", a.peak_bound_gpus},
+                      {"max_gpus", a.max_gpus},    {"counts_searched", a.counts_searched},
+                      {"exhaustive", a.exhaustive}};
+  if (a.found) {
+    j["gpus"] = a.gpus;
+    j["plan"] = a.best.plan.describe();
+    j["time_to_train_days"] = a.days;
+    j["gpu_hours"] = a.gpu_hours;
+    j["mfu"] = a.best.estimate.mfu;
+    j["step_time_s"] = a.best.estimate.step_time_s;
+    if (a.cost_usd) j["cost_usd"] = *a.cost_usd;
+  } else if (a.fastest_gpus > 0) {
+    j["fastest"] = {{"gpus", a.fastest_gpus}, {"time_to_train_days", a.fastest_days}};
+  }
+  return j;
+}
+
+std::string deadline_to_text(const DeadlineAnswer& a, const SearchFlags& f, const Cluster& c) {
+  const int node = c.profile.node.gpus_per_node;
+  std::string s =
+      fmt::format("deadline: {:.3g}T tokens in {:g} days ", f.train_tokens / 1e12, f.deadline_days);
+  if (!a.found) {
+    s += fmt::format("cannot be met with up to {} GPUs", a.max_gpus);
+    if (a.fastest_gpus > 0)
+      s += fmt::format(" (the fastest seen: {:.1f} days on {} GPUs)", a.fastest_days,
+                       a.fastest_gpus);
+    return s + fmt::format("; at 100% MFU it would need {} GPUs\n", a.peak_bound_gpus);
+  }
+  s += fmt::format(
+      "needs {} GPUs ({} nodes of {}): {:.1f} days at {:.1f}% MFU, {:.3g} GPU-hours{}, with {}\n",
+      a.gpus, a.gpus / node, node, a.days, 100 * a.best.estimate.mfu, a.gpu_hours,
+      a.cost_usd
+          ? fmt::format(", ${:.3g} at ${:.2f}/GPU-hour", *a.cost_usd, *c.profile.usd_per_gpu_hour)
+          : "",
+      a.best.plan.describe());
+  s += fmt::format("  (searched {} GPU counts above the 100%-MFU bound of {} GPUs; {})\n",
+                   a.counts_searched, a.peak_bound_gpus,
+                   a.exhaustive
+                       ? "every node count from the last that failed to the answer was searched"
+                       : "the bracket was halved first, assuming more GPUs are never slower");
+  return s;
 }
 
 }  // namespace
@@ -84,6 +131,20 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       };
     }
     AnalyticEvaluator evaluator;
+    // --deadline-days: the fewest GPUs whose best plan trains the tokens in time; without
+    // --gpus the ranking below is on that count.
+    std::optional<DeadlineAnswer> deadline;
+    if (flags.deadline_days > 0) {
+      const int max_gpus = flags.max_gpus > 0      ? flags.max_gpus
+                           : !cluster.file.empty() ? cluster.num_gpus
+                                                   : 1 << 20;
+      deadline = fewest_gpus_for_deadline(model, cluster, w, setup.space, opt, evaluator,
+                                          flags.deadline_days, max_gpus);
+      if (flags.spec.gpus == 0)
+        setup.cluster.num_gpus = deadline->found              ? deadline->gpus
+                                 : deadline->fastest_gpus > 0 ? deadline->fastest_gpus
+                                                              : cluster.num_gpus;
+    }
     SearchResult r = search(model, cluster, w, setup.space, opt, evaluator);
     if (drew) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
     if (refine > 0) refine_top(r, model, cluster, w, opt, DesEvaluator{}, refine);
@@ -92,7 +153,8 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     auto o = std::back_inserter(text);
     const double gib = units::kGiB;
     if (json) {
-      const nlohmann::json j = search_to_json(flags, setup, r, evaluator.name(), refine);
+      nlohmann::json j = search_to_json(flags, setup, r, evaluator.name(), refine);
+      if (deadline) j["deadline"] = deadline_to_json(*deadline, flags, w);
       text = j.dump(2) + "\n";
     } else {
       const std::vector<int64_t>& batches = setup.space.gbs;
@@ -114,6 +176,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
           "feasible {}, space {}\n\n",
           r.enumerated, r.elapsed_s, r.plans_per_s(), r.threads, r.evaluated, r.feasible,
           r.exhausted ? "exhausted" : "NOT exhausted");
+      if (deadline) fmt::format_to(o, "{}\n", deadline_to_text(*deadline, flags, cluster));
       if (r.top.empty()) {
         fmt::format_to(o, "{}",
                        r.enumerated == 0
@@ -126,18 +189,20 @@ void register_search(CLI::App& app, CommandContext& ctx) {
         const bool gbs_col = batches.size() > 1;
         fmt::format_to(o,
                        "{:>4}  {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>9} {:>4} {:<11} "
-                       "{}{:>9} {:>6} {:>9} {:>8} {:>6} {:>7}\n",
+                       "{}{:>9} {:>6} {:>9} {:>8} {:>6} {:>7}{}\n",
                        "rank", "TP", "PP", "CP", "EP", "DP", "VPP", "SP", "ZeRO", "recompute",
                        "MBS", "schedule", gbs_col ? fmt::format("{:>6} ", "GBS") : "", "step (s)",
-                       "MFU", "tok/s/GPU", "peak GiB", "comm%", "bubble%");
+                       "MFU", "tok/s/GPU", "peak GiB", "comm%", "bubble%",
+                       w.train_tokens > 0 ? fmt::format(" {:>8}", "days") : "");
         for (size_t i = 0; i < r.top.size(); ++i) {
           const Candidate& c = r.top[i];
           fmt::format_to(
-              o, "{:>4}  {} {}{:>9.3f} {:>5.1f}% {:>9.0f} {:>8.1f} {:>5.1f}% {:>6.1f}%\n", i + 1,
+              o, "{:>4}  {} {}{:>9.3f} {:>5.1f}% {:>9.0f} {:>8.1f} {:>5.1f}% {:>6.1f}%{}\n", i + 1,
               layout(c.plan), gbs_col ? fmt::format("{:>6} ", c.plan.gbs) : "",
               c.estimate.step_time_s, 100 * c.estimate.mfu, c.estimate.tokens_per_s_per_gpu,
               c.estimate.memory_peak.total_bytes() / gib, 100 * c.estimate.comm_share,
-              100 * c.estimate.bubble_fraction);
+              100 * c.estimate.bubble_fraction,
+              w.train_tokens > 0 ? fmt::format(" {:>8.1f}", c.estimate.time_to_train_days) : "");
         }
         if (refine > 0)
           fmt::format_to(o,

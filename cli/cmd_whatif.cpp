@@ -14,15 +14,21 @@ void register_whatif(CLI::App& app, CommandContext& ctx) {
       "whatif", "Compare the best plan under a base and named variations (scenarios YAML)");
   static std::string file, out;
   static int threads = 0;
+  static double train_tokens = 0;
   cmd->add_option("scenarios", file, "Scenarios YAML (docs/file-formats.md)")->required();
   cmd->add_option("--out,-o", out,
                   "Write the study to this file: .html or .md (default: Markdown on stdout)");
   cmd->add_option("--threads", threads, "Search threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
+  cmd->add_option("--train-tokens", train_tokens,
+                  "Tokens to train: each scenario's time to train (days); the base's train_tokens "
+                  "in the file, if any, is replaced")
+      ->check(CLI::Range(1.0, 1e18));
   cmd->callback([&ctx] {
     const reports::Format format =
         out.empty() ? reports::Format::kMarkdown : reports::format_from_path(out, "--out");
-    const reports::ScenarioFile f = reports::load_scenarios(file);
+    reports::ScenarioFile f = reports::load_scenarios(file);
+    if (train_tokens > 0) f.base.train_tokens = train_tokens;
     const reports::WhatifData data = reports::run_whatif(f, threads);
     const std::string text = reports::render_whatif(data, format);
     if (out.empty()) {

@@ -146,6 +146,21 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
       ->check(CLI::IsMember({"bf16", "fp16", "fp8"}))
       ->capture_default_str()
       ->group(wg);
+  const char* tg = "Time to train";
+  cmd.add_option("--train-tokens", f.train_tokens,
+                 "Tokens to train: adds each plan's time to train (days)")
+      ->check(CLI::Range(1.0, 1e18))
+      ->group(tg);
+  cmd.add_option("--deadline-days", f.deadline_days,
+                 "With --train-tokens: the fewest GPUs (whole nodes) whose best plan trains them "
+                 "within this many days; without --gpus the ranking is on that count")
+      ->check(CLI::Range(1e-3, 1e5))
+      ->group(tg);
+  cmd.add_option("--max-gpus", f.max_gpus,
+                 "With --deadline-days: the largest GPU count to consider (default: the "
+                 "cluster YAML's size, or 1048576)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->group(tg);
   cmd.add_option("--top", f.top, "How many plans to rank")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
@@ -180,8 +195,27 @@ void apply_builtin_example(SearchFlags& f) {
 SearchSetup make_search_setup(const SearchFlags& f) {
   SearchSetup s;
   s.model = load_model(f.spec.model);
-  s.cluster = load_cluster(f.spec.cluster, f.spec.gpus);
+  if (f.deadline_days > 0 && f.train_tokens <= 0)
+    throw InputError({}, "--deadline-days", "needs --train-tokens (what to train by then)");
+  if (f.max_gpus > 0 && f.deadline_days <= 0)
+    throw InputError({}, "--max-gpus", "applies to --deadline-days");
+  // With a deadline and no GPU count, the count is the answer: one node stands in until then.
+  const bool count_is_answer = f.deadline_days > 0 && f.spec.gpus == 0;
+  if (count_is_answer) {
+    // A cluster YAML gives its size (the most the answer may use); a hardware profile one node
+    // until the answer is known.
+    try {
+      s.cluster = load_cluster(f.spec.cluster, 0);
+    } catch (const InputError& e) {
+      if (e.field() != "--gpus") throw;
+      const HardwareProfile hp = load_profile(f.spec.cluster);
+      s.cluster = load_cluster(f.spec.cluster, hp.node.gpus_per_node);
+    }
+  } else {
+    s.cluster = load_cluster(f.spec.cluster, f.spec.gpus);
+  }
   Workload& w = s.workload;
+  w.train_tokens = f.train_tokens;
   w.seq_len = f.seq;
   w.precision = *parse_precision(f.precision);
   SearchSpace& space = s.space;
@@ -282,7 +316,10 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
                 {"seq", f.seq},
                 {"top", f.top},
                 {"memory_margin", f.margin},
-                {"allow_cross_node_tp", f.cross_node_tp}};
+                {"allow_cross_node_tp", f.cross_node_tp},
+                {"train_tokens", f.train_tokens},
+                {"deadline_days", f.deadline_days},
+                {"max_gpus", f.max_gpus}};
   j["stats"] = {{"enumerated", r.enumerated}, {"evaluated", r.evaluated},
                 {"feasible", r.feasible},     {"exhausted", r.exhausted},
                 {"elapsed_s", r.elapsed_s},   {"plans_per_s", r.plans_per_s()},
@@ -352,6 +389,9 @@ SearchFlags search_flags_from_json(const std::string& path) {
       f.top = g.at("top");
       f.margin = g.at("memory_margin");
       f.cross_node_tp = g.at("allow_cross_node_tp");
+      f.train_tokens = g.value("train_tokens", 0.0);
+      f.deadline_days = g.value("deadline_days", 0.0);
+      f.max_gpus = g.value("max_gpus", 0);
     } else {  // older files: no pins recorded, the whole space is searched
       f.spec.model = j.at("model");
       f.spec.cluster = j.at("cluster").at("profile");

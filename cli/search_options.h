@@ -22,6 +22,11 @@ struct SearchFlags {
   double margin = 0.10;
   bool cross_node_tp = false;
   bool no_prune = false;
+  // Time to train: tokens (0 = not given); the deadline in days to invert (0 = none) and the
+  // largest GPU count it may answer (0: the cluster YAML's size, or 1,048,576).
+  double train_tokens = 0;
+  double deadline_days = 0;
+  int max_gpus = 0;
 };
 
 void add_search_flags(CLI::App& cmd, SearchFlags& f);

@@ -153,6 +153,9 @@ std::string render_report_html(const ReportData& d) {
          fmt::format("{} GiB of {:.0f}", gib(est.memory_peak.total_bytes()), d.hbm_gib));
     card("bubble", pct(est.bubble_fraction));
     card("exposed comm", pct(est.comm_share));
+    if (d.train_tokens > 0)
+      card(fmt::format("time to train {:.3g}T tokens", d.train_tokens / 1e12),
+           fmt::format("{:.1f} days", est.time_to_train_days));
     o += "</div>\n";
   }
 
@@ -449,6 +452,17 @@ std::string render_whatif_html(const WhatifData& d) {
             rel(&ScenarioColumn::lost_fraction, 100));
     num_row("goodput tokens/s (job)", "{:.0f}", false,
             rel(&ScenarioColumn::goodput_tokens_per_s, 1));
+  }
+  bool trains = false;
+  for (const auto& c : d.columns) trains |= c.train_tokens > 0;
+  if (trains) {
+    auto days = [](double ScenarioColumn::*field) {
+      return [field](const ScenarioColumn& c) { return c.*field > 0 ? c.*field : std::nan(""); };
+    };
+    num_row("time to train (days)", "{:.1f}", true, days(&ScenarioColumn::time_to_train_days));
+    if (reliability)
+      num_row("time to train with failures (days)", "{:.1f}", true,
+              days(&ScenarioColumn::time_to_train_with_failures_days));
   }
   num_row("feasible plans", "{:.0f}", false,
           [](const ScenarioColumn& c) { return static_cast<double>(c.feasible); });

@@ -83,15 +83,19 @@ std::string render_report_markdown(const ReportData& d) {
     for (const auto& w : d.framework_warnings)
       fmt::format_to(out, "- `{}`: {}\n", c(w.code), c(w.message));
     if (!d.framework_warnings.empty()) o += "\n";
-    table(o, {"figure", "value"},
-          {{"step time", fmt::format("{:.3f} s", e.step_time_s)},
-           {"tokens/s per GPU", fmt::format("{:.0f}", e.tokens_per_s_per_gpu)},
-           {"MFU", pct(e.mfu)},
-           {"model TFLOP/s per GPU", fmt::format("{:.1f}", e.model_tflops_per_gpu)},
-           {"peak memory",
-            fmt::format("{} GiB of {:.0f}", gib(e.memory_peak.total_bytes()), d.hbm_gib)},
-           {"bubble", pct(e.bubble_fraction)},
-           {"exposed communication", pct(e.comm_share)}});
+    std::vector<std::vector<std::string>> figures = {
+        {"step time", fmt::format("{:.3f} s", e.step_time_s)},
+        {"tokens/s per GPU", fmt::format("{:.0f}", e.tokens_per_s_per_gpu)},
+        {"MFU", pct(e.mfu)},
+        {"model TFLOP/s per GPU", fmt::format("{:.1f}", e.model_tflops_per_gpu)},
+        {"peak memory",
+         fmt::format("{} GiB of {:.0f}", gib(e.memory_peak.total_bytes()), d.hbm_gib)},
+        {"bubble", pct(e.bubble_fraction)},
+        {"exposed communication", pct(e.comm_share)}};
+    if (d.train_tokens > 0)
+      figures.push_back({fmt::format("time to train {:.3g}T tokens", d.train_tokens / 1e12),
+                         fmt::format("{:.1f} days", e.time_to_train_days)});
+    table(o, {"figure", "value"}, figures);
   }
 
   o += "## Ranked plans\n\n";
@@ -332,6 +336,18 @@ std::string render_whatif_markdown(const WhatifData& d) {
     num_row("time lost to checkpoints and failures (%)", "{:.2f}",
             rel(&ScenarioColumn::lost_fraction, 100));
     num_row("goodput tokens/s (job)", "{:.0f}", rel(&ScenarioColumn::goodput_tokens_per_s, 1));
+  }
+  bool trains = false;
+  for (const auto& col : d.columns) trains |= col.train_tokens > 0;
+  if (trains) {
+    auto days = [](double ScenarioColumn::*field) {
+      return
+          [field](const ScenarioColumn& col) { return col.*field > 0 ? col.*field : std::nan(""); };
+    };
+    num_row("time to train (days)", "{:.1f}", days(&ScenarioColumn::time_to_train_days));
+    if (reliability)
+      num_row("time to train with failures (days)", "{:.1f}",
+              days(&ScenarioColumn::time_to_train_with_failures_days));
   }
   num_row("feasible plans", "{:.0f}",
           [](const ScenarioColumn& col) { return static_cast<double>(col.feasible); });

@@ -107,6 +107,7 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
   d.memory_budget_gib = hw.gpu.memory_gib * (1.0 - opt.memory_margin);
   d.seq_len = w.seq_len;
   d.global_batch = w.global_batch;
+  d.train_tokens = w.train_tokens;
   d.precision = to_string(w.precision);
   d.objective = objective_names()[static_cast<size_t>(opt.objective)];
   d.framework = framework_names()[static_cast<size_t>(opt.framework)];

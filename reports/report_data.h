@@ -108,6 +108,7 @@ struct ReportData {
   double hbm_gib = 0;
   double memory_budget_gib = 0;  // HBM less the search's margin
   int64_t seq_len = 0, global_batch = 0;
+  double train_tokens = 0;  // 0: not given (no time to train)
   std::string precision, objective, framework;
   SearchStats stats;
 
@@ -144,6 +145,9 @@ struct ScenarioColumn {
   double job_mtbf_s = 0, checkpoint_s = 0, restart_s = 0, checkpoint_interval_s = 0;
   double lost_fraction = 0;         // checkpoint writes + lost work + restarts, share of time
   double goodput_tokens_per_s = 0;  // tokens_per_s x (1 - lost_fraction)
+  // Time to train, when the scenario gives train_tokens (0 otherwise); with failures and
+  // checkpoints when the scenario has the reliability figures (at the goodput).
+  double train_tokens = 0, time_to_train_days = 0, time_to_train_with_failures_days = 0;
 };
 
 struct WhatifData {

@@ -124,6 +124,7 @@ ScenarioSettings read_settings(YamlMap& y, bool is_base) {
   s.mtbf_per_gpu_hours = y.opt_double("mtbf_per_gpu_hours", 0.0);
   s.checkpoint_write_gbps_per_node = y.opt_double("checkpoint_write_gbps_per_node", 0.0);
   s.restart_s = y.opt_double("restart_s", 0.0, true);
+  s.train_tokens = y.opt_double("train_tokens", 0.0);
   auto ints = [&](const char* key, int lo, int hi) -> std::optional<std::vector<int>> {
     if (!y.has(key)) return std::nullopt;
     return int_list(y.child(key), file, y.field(key), lo, hi);
@@ -188,6 +189,7 @@ ScenarioSettings merge(const ScenarioSettings& base, const ScenarioSettings& v) 
   take(s.mtbf_per_gpu_hours, v.mtbf_per_gpu_hours);
   take(s.checkpoint_write_gbps_per_node, v.checkpoint_write_gbps_per_node);
   take(s.restart_s, v.restart_s);
+  take(s.train_tokens, v.train_tokens);
   take(s.tp, v.tp);
   take(s.pp, v.pp);
   take(s.cp, v.cp);
@@ -232,6 +234,8 @@ std::string describe_settings(const ScenarioSettings& s, bool is_base) {
           fmt::format("checkpoint writes {:g} GB/s per node", *s.checkpoint_write_gbps_per_node));
     if (k == "restart_s" && s.restart_s)
       parts.push_back(fmt::format("restart {:g} s", *s.restart_s));
+    if (k == "train_tokens" && s.train_tokens)
+      parts.push_back(fmt::format("train {:.3g}T tokens", *s.train_tokens / 1e12));
     if (k == "allow_cross_node_tp" && s.allow_cross_node_tp)
       parts.push_back(*s.allow_cross_node_tp ? "TP may cross nodes" : "TP within a node");
     for (auto [key, v] : {std::pair{"tp", &s.tp}, std::pair{"pp", &s.pp}, std::pair{"cp", &s.cp},
@@ -276,6 +280,12 @@ nlohmann::json column_json(const ScenarioColumn& c) {
                {"mfu", e.mfu},
                {"bubble_fraction", e.bubble_fraction},
                {"peak_memory_gib", e.memory_peak.total_bytes() / units::kGiB}};
+  if (c.train_tokens > 0) {
+    j["best"]["train_tokens"] = c.train_tokens;
+    j["best"]["time_to_train_days"] = c.time_to_train_days;
+    if (c.time_to_train_with_failures_days > 0)
+      j["best"]["time_to_train_with_failures_days"] = c.time_to_train_with_failures_days;
+  }
   if (c.has_reliability)
     j["reliability"] = {
         {"job_mtbf_s", c.job_mtbf_s},       {"checkpoint_s", c.checkpoint_s},
@@ -355,6 +365,7 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
     w.seq_len = s.seq.value_or(2048);
     w.global_batch = s.gbs.value_or(1536);
     w.precision = parse_precision(s.precision.value_or("bf16")).value_or(Precision::kBf16);
+    w.train_tokens = s.train_tokens.value_or(0);
     SearchSpace space;
     space.tp = s.tp.value_or(std::vector<int>{});
     space.pp = s.pp.value_or(std::vector<int>{});
@@ -402,6 +413,13 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
         c.checkpoint_interval_s = fc->checkpoint_interval_s;
         c.lost_fraction = fc->lost_fraction;
         c.goodput_tokens_per_s = c.best.estimate.tokens_per_s * (1.0 - c.lost_fraction);
+      }
+      if (w.train_tokens > 0) {
+        c.train_tokens = w.train_tokens;
+        c.time_to_train_days = c.best.estimate.time_to_train_days;
+        if (c.has_reliability && c.goodput_tokens_per_s > 0)
+          c.time_to_train_with_failures_days =
+              w.train_tokens / c.goodput_tokens_per_s / units::kSecondsPerDay;
       }
     } else {
       int k = 0;

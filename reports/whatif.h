@@ -31,6 +31,7 @@ struct ScenarioSettings {
   // Failure rate and checkpointing: MTBF per GPU, checkpoint write bandwidth per node (GB/s),
   // time to restart after a failure (default: reading the checkpoint back at the write rate).
   std::optional<double> mtbf_per_gpu_hours, checkpoint_write_gbps_per_node, restart_s;
+  std::optional<double> train_tokens;  // time to train (days) for this many tokens
   std::optional<bool> allow_cross_node_tp;
   std::optional<std::vector<int>> tp, pp, cp, ep, vpp, mbs, zero;
   std::optional<std::vector<std::string>> recompute, schedule;

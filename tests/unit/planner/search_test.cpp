@@ -405,3 +405,50 @@ TEST(Search, InterleavesLayersThatDoNotDivideWithTheEmbeddingAndLossCounted) {
 
 }  // namespace
 }  // namespace dtplan
+
+#include "planner/deadline.h"
+
+namespace dtplan {
+namespace {
+
+// The deadline inversion against a brute-force loop over every node count: the fewest GPUs
+// whose best plan trains the tokens in time.
+TEST(Deadline, FewestGpusAgreeWithABruteForceLoopOverNodeCounts) {
+  const ModelSpec m = load_model("llama3-8b");
+  const Cluster base = load_cluster("dgx-h100", 8);
+  Workload w;
+  w.seq_len = 8192;
+  w.global_batch = 512;
+  w.train_tokens = 2e11;
+  AnalyticEvaluator ev;
+  SearchOptions opt;
+  for (double deadline_days : {10.0, 3.0, 1.5}) {
+    const DeadlineAnswer a = fewest_gpus_for_deadline(m, base, w, {}, opt, ev, deadline_days, 512);
+    int brute = 0;
+    Candidate brute_best;
+    for (int g = 8; g <= 512 && brute == 0; g += 8) {
+      Cluster c = base;
+      c.num_gpus = g;
+      SearchOptions o = opt;
+      o.top_k = 1;
+      const SearchResult r = search(m, c, w, {}, o, ev);
+      if (r.top.empty()) continue;
+      if (w.train_tokens / r.top.front().estimate.tokens_per_s / 86400 <= deadline_days)
+        brute = g, brute_best = r.top.front();
+    }
+    ASSERT_NE(brute, 0) << deadline_days;
+    EXPECT_TRUE(a.found) << deadline_days;
+    EXPECT_TRUE(a.exhaustive) << deadline_days;
+    EXPECT_EQ(a.gpus, brute) << deadline_days;
+    EXPECT_EQ(a.best.plan.describe(), brute_best.plan.describe()) << deadline_days;
+    EXPECT_LE(a.days, deadline_days);
+    EXPECT_NEAR(a.gpu_hours, a.gpus * a.days * 24, 1e-6 * a.gpu_hours);
+    EXPECT_GE(a.gpus, a.peak_bound_gpus);
+  }
+  // Beyond reach: not found, with the fastest seen.
+  const DeadlineAnswer never = fewest_gpus_for_deadline(m, base, w, {}, opt, ev, 0.01, 64);
+  EXPECT_FALSE(never.found);
+}
+
+}  // namespace
+}  // namespace dtplan

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/catalog.h"
+#include "reports/renderers.h"
 #include "simulator/cost/collective_cost.h"
 
 namespace dtplan::reports {
@@ -180,6 +181,42 @@ TEST(Whatif, FailureRateStudyMatchesAHandComputation) {
   EXPECT_GT(d.columns[1].lost_fraction, d.columns[0].lost_fraction);
   EXPECT_LT(d.columns[2].lost_fraction, d.columns[0].lost_fraction);
   EXPECT_GT(d.columns[3].lost_fraction, d.columns[0].lost_fraction);
+}
+
+// train_tokens: each scenario's time to train is tokens / tokens_per_s, and at the goodput
+// with failures; a variation inherits the base's and may change it.
+TEST(Whatif, TimeToTrainFollowsTheTokensAndTheGoodput) {
+  const std::string path = write_temp("tokens.yaml", R"(
+base:
+  model: llama3-8b
+  profile: dgx-h100
+  gpus: 64
+  gbs: 512
+  mtbf_per_gpu_hours: 50600
+  checkpoint_write_gbps_per_node: 5
+  train_tokens: 1.0e11
+variations:
+  - name: more tokens
+    train_tokens: 2.0e11
+  - name: H200
+    profile: dgx-h200
+)");
+  const WhatifData d = run_whatif(load_scenarios(path), 2);
+  ASSERT_EQ(d.columns.size(), 3u);
+  const double tokens[] = {1e11, 2e11, 1e11};
+  for (size_t i = 0; i < 3; ++i) {
+    const ScenarioColumn& c = d.columns[i];
+    ASSERT_TRUE(c.found && c.has_reliability) << c.name;
+    EXPECT_EQ(c.train_tokens, tokens[i]) << c.name;
+    EXPECT_NEAR(c.time_to_train_days, tokens[i] / c.best.estimate.tokens_per_s / 86400,
+                1e-9 * c.time_to_train_days)
+        << c.name;
+    EXPECT_NEAR(c.time_to_train_with_failures_days, tokens[i] / c.goodput_tokens_per_s / 86400,
+                1e-9 * c.time_to_train_days)
+        << c.name;
+    EXPECT_GT(c.time_to_train_with_failures_days, c.time_to_train_days) << c.name;
+  }
+  EXPECT_NE(render_whatif_markdown(d).find("| time to train (days) |"), std::string::npos);
 }
 
 }  // namespace

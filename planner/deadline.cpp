@@ -1,0 +1,88 @@
+#include "planner/deadline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/units.h"
+#include "simulator/cost/flops.h"
+
+namespace dtplan {
+
+DeadlineAnswer fewest_gpus_for_deadline(const ModelSpec& m, const Cluster& base, const Workload& w,
+                                        const SearchSpace& space, const SearchOptions& opt,
+                                        const IEvaluator& evaluator, double deadline_days,
+                                        int max_gpus) {
+  DeadlineAnswer a;
+  const int node = std::max(1, base.profile.node.gpus_per_node);
+  a.max_gpus = max_gpus / node * node;
+  // The peak bound: every FLOP of the run at 100% of the peak (model FLOPs as the MFU counts).
+  Workload one = w;
+  one.global_batch = 1;
+  Plan p1;
+  p1.gbs = 1;
+  const double flops_per_token =
+      step_flops(m, one, p1, FlopsConvention::kCausalHalf).model / static_cast<double>(w.seq_len);
+  const double peak = base.profile.gpu.peak_flops(w.precision);
+  const double bound =
+      w.train_tokens * flops_per_token / (peak * deadline_days * units::kSecondsPerDay);
+  a.peak_bound_gpus = static_cast<int>(
+      std::min<double>(a.max_gpus + node, std::ceil(std::max(1.0, bound) / node) * node));
+
+  a.fastest_days = std::numeric_limits<double>::infinity();
+  // The best plan on `g` GPUs and whether it meets the deadline.
+  auto meets = [&](int g, Candidate* out, double* days) {
+    Cluster c = base;
+    c.num_gpus = g;
+    SearchOptions o = opt;
+    o.top_k = 1;
+    o.progress = nullptr;
+    const SearchResult r = search(m, c, w, space, o, evaluator);
+    ++a.counts_searched;
+    if (r.top.empty()) return false;
+    const double d = w.train_tokens / r.top.front().estimate.tokens_per_s / units::kSecondsPerDay;
+    if (d < a.fastest_days) a.fastest_days = d, a.fastest_gpus = g;
+    if (out) *out = r.top.front();
+    if (days) *days = d;
+    return d <= deadline_days;
+  };
+  // Doubling: node x 2^k from the peak bound (counts of a power of two nodes take the most
+  // layouts) up to one that meets the deadline, the largest count last.
+  int failed = a.peak_bound_gpus - node, high = 0;
+  int g = node;
+  while (g < a.peak_bound_gpus) g *= 2;
+  for (g = std::min(g, a.max_gpus);; g = std::min(2 * g, a.max_gpus)) {
+    if (meets(g, nullptr, nullptr)) {
+      high = g;
+      break;
+    }
+    failed = g;
+    if (g >= a.max_gpus) break;
+  }
+  if (high == 0) return a;
+  // Halving the bracket while it spans more than kScan node counts (this assumes the best plan
+  // gets no slower with more GPUs at the points it tests); then every node count above the last
+  // failure, from below: the first that meets the deadline is the answer.
+  constexpr int kScan = 256;
+  a.exhaustive = true;
+  while ((high - failed) / node > kScan) {
+    a.exhaustive = false;
+    const int mid = failed + (high - failed) / node / 2 * node;
+    (meets(mid, nullptr, nullptr) ? high : failed) = mid;
+  }
+  for (int c = failed + node; c <= high; c += node) {
+    double d = 0;
+    Candidate best;
+    if (!meets(c, &best, &d)) continue;
+    a.found = true;
+    a.gpus = c;
+    a.best = best;
+    a.days = d;
+    a.gpu_hours = c * d * 24;
+    if (base.profile.usd_per_gpu_hour) a.cost_usd = a.gpu_hours * *base.profile.usd_per_gpu_hour;
+    break;
+  }
+  return a;
+}
+
+}  // namespace dtplan

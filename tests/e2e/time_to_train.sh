@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Time to train on search, report and whatif, and the deadline inversion through the CLI
+# (issue #16 item 4): `search --train-tokens` gives every ranked plan its time_to_train_days
+# (= tokens / tokens_per_s / 86400, recomputed here); `--deadline-days` adds the answer, on
+# whole nodes, at least the 100%-MFU bound; without --gpus the ranking is on the answer's count.
+# usage: time_to_train.sh DTPLAN_BINARY SOURCE_DIR
+set -u
+bin=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { if [[ $2 -ne 0 ]]; then echo "FAIL $1"; fail=1; else echo "ok   $1"; fi; }
+
+"$bin" search -m gpt3-175b -c dgx-a100-80g -g 256 --gbs 1536 --train-tokens 3e11 --top 5 --json \
+  >"$tmp/s.json" 2>/dev/null
+ok "search --train-tokens: exit 0" $?
+python3 - "$tmp/s.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["flags"]["train_tokens"] == 3e11
+for p in j["top"]:
+    want = 3e11 / p["tokens_per_s"] / 86400
+    assert abs(p["time_to_train_days"] / want - 1) < 1e-9, (p["time_to_train_days"], want)
+PY
+ok "search --json: time_to_train_days on every plan" $?
+
+"$bin" search -m gpt3-175b -c dgx-a100-80g --gbs 1536 --train-tokens 1e12 --deadline-days 30 \
+  --top 1 --json >"$tmp/d.json" 2>/dev/null
+ok "search --deadline-days without --gpus: exit 0" $?
+python3 - "$tmp/d.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+d = j["deadline"]
+assert d["found"] and d["gpus"] % 8 == 0 and d["gpus"] >= d["peak_bound_gpus"], d
+assert d["time_to_train_days"] <= 30, d
+assert abs(d["gpu_hours"] - d["gpus"] * d["time_to_train_days"] * 24) < 1e-6 * d["gpu_hours"]
+# 100%-MFU bound: 1e12 tokens x dtplan's FLOPs per token / (312e12 x 30 x 86400), whole nodes.
+fpt = j["top"][0]["model_flops_per_step"] / (1536 * 2048)
+bound = 1e12 * fpt / (312e12 * 30 * 86400)
+assert d["peak_bound_gpus"] == 8 * -(-bound // 8), (d["peak_bound_gpus"], bound)
+assert j["cluster"]["gpus"] == d["gpus"], (j["cluster"], d)
+print(f"    answer: {d['gpus']} GPUs, {d['time_to_train_days']:.1f} days, {d['plan']}")
+PY
+ok "deadline: whole nodes, above the bound, in time; the ranking on its count" $?
+
+"$bin" report -m gpt3-175b -c dgx-a100-80g -g 256 --gbs 1536 --train-tokens 3e11 --out "$tmp/r.md" \
+  2>/dev/null
+grep -q "| time to train 0.3T tokens | " "$tmp/r.md"
+ok "report --train-tokens: the time to train figure" $?
+
+"$bin" whatif "$src/examples/whatif/gpu-generations.yaml" --train-tokens 3e11 >"$tmp/w.md"
+grep -q "| time to train (days) |" "$tmp/w.md"
+ok "whatif --train-tokens: the time to train row" $?
+
+exit $fail
