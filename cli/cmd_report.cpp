@@ -56,6 +56,8 @@ void register_report(CLI::App& app, CommandContext& ctx) {
                        "applies to `dtplan search` (the answer's GPU count can then be reported "
                        "with --gpus)");
     SearchSetup setup = make_search_setup(flags);
+    const bool distinct = distinct_ranking(flags, true);
+    if (distinct) widen_for_distinct(setup, flags);
     SearchResult r = search(setup.model, setup.cluster, setup.workload, setup.space, setup.options,
                             AnalyticEvaluator{});
     if (setup.space.gbs.size() > 1 && !r.top.empty()) {
@@ -71,6 +73,7 @@ void register_report(CLI::App& app, CommandContext& ctx) {
       r = search(setup.model, setup.cluster, setup.workload, setup.space, setup.options,
                  AnalyticEvaluator{});
     }
+    if (distinct) distinct_layouts_first(r, static_cast<size_t>(flags.top));
     nlohmann::json source = search_to_json(flags, setup, r, "analytic", 0);
     if (!from.empty() && saved.is_object()) {
       // The saved ranking should be what the search gives again; say so when it is not (the

@@ -145,9 +145,12 @@ void register_search(CLI::App& app, CommandContext& ctx) {
                                  : deadline->fastest_gpus > 0 ? deadline->fastest_gpus
                                                               : cluster.num_gpus;
     }
+    const bool distinct = distinct_ranking(flags, !json);
+    if (distinct) widen_for_distinct(setup, flags);
     SearchResult r = search(model, cluster, w, setup.space, opt, evaluator);
     if (drew) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
     if (refine > 0) refine_top(r, model, cluster, w, opt, DesEvaluator{}, refine);
+    if (distinct) distinct_layouts_first(r, static_cast<size_t>(flags.top));
 
     std::string text;
     auto o = std::back_inserter(text);
@@ -204,6 +207,10 @@ void register_search(CLI::App& app, CommandContext& ctx) {
               100 * c.estimate.bubble_fraction,
               w.train_tokens > 0 ? fmt::format(" {:>8.1f}", c.estimate.time_to_train_days) : "");
         }
+        if (distinct)
+          fmt::format_to(o,
+                         "(the best plan of each distinct TP/PP/CP/EP/ZeRO/recompute layout first, "
+                         "then the others; --no-distinct for the plain ranking)\n");
         if (refine > 0)
           fmt::format_to(o,
                          "(the best {} re-ranked by the discrete-event simulator: their figures "

@@ -161,6 +161,11 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
                  "cluster YAML's size, or 1048576)")
       ->check(CLI::Range(1, 1 << 20))
       ->group(tg);
+  cmd.add_flag("--distinct", f.distinct,
+               "Rank the best plan of each distinct TP/PP/CP/EP/ZeRO/recompute layout first "
+               "(the default in text and reports; JSON keeps the plain ranking without this)");
+  cmd.add_flag("--no-distinct", f.no_distinct, "The plain ranking, near-duplicates included")
+      ->excludes("--distinct");
   cmd.add_option("--top", f.top, "How many plans to rank")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
@@ -273,6 +278,14 @@ SearchSetup make_search_setup(const SearchFlags& f) {
   return s;
 }
 
+bool distinct_ranking(const SearchFlags& f, bool readable) {
+  return !f.no_distinct && (f.distinct || readable);
+}
+
+void widen_for_distinct(SearchSetup& s, const SearchFlags& f) {
+  s.options.top_k = std::max(8 * f.top, 64);
+}
+
 nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const SearchResult& r,
                               const char* evaluator, int refined_with_des) {
   const double gib = units::kGiB;
@@ -317,6 +330,8 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
                 {"top", f.top},
                 {"memory_margin", f.margin},
                 {"allow_cross_node_tp", f.cross_node_tp},
+                {"distinct", f.distinct},
+                {"no_distinct", f.no_distinct},
                 {"train_tokens", f.train_tokens},
                 {"deadline_days", f.deadline_days},
                 {"max_gpus", f.max_gpus}};
@@ -390,6 +405,8 @@ SearchFlags search_flags_from_json(const std::string& path) {
       f.margin = g.at("memory_margin");
       f.cross_node_tp = g.at("allow_cross_node_tp");
       f.train_tokens = g.value("train_tokens", 0.0);
+      f.distinct = g.value("distinct", false);
+      f.no_distinct = g.value("no_distinct", false);
       f.deadline_days = g.value("deadline_days", 0.0);
       f.max_gpus = g.value("max_gpus", 0);
     } else {  // older files: no pins recorded, the whole space is searched

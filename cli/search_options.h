@@ -24,6 +24,9 @@ struct SearchFlags {
   bool no_prune = false;
   // Time to train: tokens (0 = not given); the deadline in days to invert (0 = none) and the
   // largest GPU count it may answer (0: the cluster YAML's size, or 1,048,576).
+  // Rankings: the best plan per distinct layout first (text and report by default; JSON only
+  // with --distinct), or the plain ranking (--no-distinct).
+  bool distinct = false, no_distinct = false;
   double train_tokens = 0;
   double deadline_days = 0;
   int max_gpus = 0;
@@ -46,6 +49,12 @@ struct SearchSetup {
 
 // Loads and checks everything; bad values are InputErrors naming the flag.
 SearchSetup make_search_setup(const SearchFlags& f);
+
+// Whether the ranking shows distinct layouts first: --distinct, or by default where people read
+// it (`readable`: text, report), never with --no-distinct. When it does, the search keeps more
+// plans (8x --top) for distinct_layouts_first to choose from.
+bool distinct_ranking(const SearchFlags& f, bool readable);
+void widen_for_distinct(SearchSetup& s, const SearchFlags& f);
 
 // The `dtplan search --json` document, including the flags it ran with ("flags"), so that the
 // search can be run again from it (report --from).

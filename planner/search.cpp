@@ -671,4 +671,24 @@ void refine_top(SearchResult& r, const ModelSpec& m, const Cluster& c, const Wor
   std::sort(r.top.begin(), r.top.begin() + static_cast<std::ptrdiff_t>(n), better);
 }
 
+void distinct_layouts_first(SearchResult& r, size_t k) {
+  auto key = [](const Plan& p) {
+    return std::tuple(p.tp, p.pp, p.cp, p.ep, p.zero, static_cast<int>(p.recompute));
+  };
+  std::vector<Candidate> first, rest;
+  std::vector<decltype(key(Plan{}))> seen;
+  for (Candidate& c : r.top) {
+    const auto kc = key(c.plan);
+    if (std::find(seen.begin(), seen.end(), kc) == seen.end()) {
+      seen.push_back(kc);
+      first.push_back(std::move(c));
+    } else {
+      rest.push_back(std::move(c));
+    }
+  }
+  for (Candidate& c : rest) first.push_back(std::move(c));
+  if (first.size() > k) first.resize(k);
+  r.top = std::move(first);
+}
+
 }  // namespace dtplan

@@ -100,6 +100,13 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
 double objective_value(const Estimate& e, Objective o, const Cluster& c, double tokens,
                        bool per_token);
 
+// Reorders r.top: the best plan of each distinct layout (tp, pp, cp, ep, ZeRO stage,
+// recomputation) first, in rank order, then the others in rank order; keeps `k` at most. The
+// near-duplicates (the same layout with another micro-batch, schedule or vpp, within a fraction
+// of a percent) come after the alternatives a reader wants to compare. Run the search with a
+// larger top_k first (say 8k) so that there are layouts to choose from.
+void distinct_layouts_first(SearchResult& r, size_t k);
+
 // Re-evaluates the first `k` ranked plans with another evaluator (e.g. the simulator) and
 // re-ranks them by the same objective; the rest keep their places after them. Each plan is
 // evaluated with its own global batch (plan.gbs).

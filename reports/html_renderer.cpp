@@ -230,16 +230,29 @@ std::string render_report_html(const ReportData& d) {
     s.title = "Step time vs peak memory (ranked plans and the Pareto front)";
     s.x_label = "peak memory per GPU (GiB)";
     s.y_label = "step time (s)";
-    for (size_t i = 0; i < d.top.size(); ++i)
-      s.points.push_back({d.top[i].estimate.memory_peak.total_bytes() / units::kGiB,
-                          d.top[i].estimate.step_time_s, d.top[i].layout, i == 0 ? 2 : 0});
-    for (const auto& p : d.pareto)
+    // The axis stops at 3x the best step time: the front's slowest, smallest plans (thousands
+    // of seconds a step) would squeeze the interesting range into a corner; the caption says
+    // what was left out.
+    const double limit_s = d.top.empty() ? 0 : 3 * d.top.front().estimate.step_time_s;
+    int clipped = 0;
+    auto add = [&](const PlanRow& p, int group) {
+      if (limit_s > 0 && p.estimate.step_time_s > limit_s) {
+        ++clipped;
+        return;
+      }
       s.points.push_back({p.estimate.memory_peak.total_bytes() / units::kGiB,
-                          p.estimate.step_time_s, p.layout, 1});
+                          p.estimate.step_time_s, p.layout, group});
+    };
+    for (size_t i = 0; i < d.top.size(); ++i) add(d.top[i], i == 0 ? 2 : 0);
+    for (const auto& p : d.pareto) add(p, 1);
     s.x_reference = d.memory_budget_gib;
     s.x_reference_label = fmt::format("budget {:.1f} GiB", d.memory_budget_gib);
     figure(o, "chart-pareto", scatter_svg(s),
-           "No plan on the front is both faster and smaller than another.");
+           "No plan on the front is both faster and smaller than another." +
+               (clipped > 0 ? fmt::format(" {} plan{} slower than {:.2f} s (3x the best) not "
+                                          "drawn (dtplan search lists the whole front).",
+                                          clipped, clipped == 1 ? "" : "s", limit_s)
+                            : std::string()));
   }
 
   o += "<h2 id=\"heatmap\">Best step time by TP and PP</h2>\n";
@@ -360,11 +373,13 @@ std::string render_whatif_html(const WhatifData& d) {
   o.reserve(128 * 1024);
   auto out = std::back_inserter(o);
   head(o, "dtplan what-if: " + d.title);
-  fmt::format_to(out,
-                 "<h1>What-if study: {}</h1>\n<p class=\"sub\">From {}: {} scenarios, the "
-                 "best plan of each (a full search per scenario). Deltas are against the "
-                 "base (first column); green is better, red worse.</p>\n",
-                 e(d.title), e(d.file), d.columns.size());
+  fmt::format_to(
+      out,
+      "<h1>What-if study: {}</h1>\n<p class=\"sub\">From {}: {} scenarios, the "
+      "best plan of each (a full search per scenario). Deltas are against the "
+      "base (first column); green is better, red worse (memory: red only where it does not "
+      "fit).</p>\n",
+      e(d.title), e(d.file), d.columns.size());
   const ScenarioColumn* base = d.columns.empty() ? nullptr : &d.columns.front();
   o += "<h2 id=\"table\">Side by side</h2>\n<table><tr><th class=\"l\"></th>";
   for (const auto& c : d.columns) fmt::format_to(out, "<th class=\"l\">{}</th>", e(c.name));
@@ -419,9 +434,25 @@ std::string render_whatif_html(const WhatifData& d) {
   num_row("tokens/s (job)", "{:.0f}", false,
           [](const ScenarioColumn& c) { return c.best.estimate.tokens_per_s; });
   num_row("MFU", "{:.3f}", false, [](const ScenarioColumn& c) { return c.best.estimate.mfu; });
-  num_row("peak memory (GiB)", "{:.1f}", true, [](const ScenarioColumn& c) {
-    return c.best.estimate.memory_peak.total_bytes() / units::kGiB;
-  });
+  // Memory: a delta, coloured only where the plan does not fit (more memory that fits is not
+  // worse).
+  o += "<tr><th class=\"l\">peak memory (GiB)</th>";
+  for (const auto& c : d.columns) {
+    if (!c.found) {
+      o += "<td>-</td>";
+      continue;
+    }
+    const double v = c.best.estimate.memory_peak.total_bytes() / units::kGiB;
+    std::string delta;
+    if (base && base->found && &c != base) {
+      const double b = base->best.estimate.memory_peak.total_bytes() / units::kGiB;
+      if (b > 0 && std::fabs(v - b) > 1e-12 * b)
+        delta = fmt::format(" ({:+.1f}%)", 100 * (v - b) / b);
+    }
+    fmt::format_to(out, "<td{}>{:.1f}{}</td>", c.best.estimate.fits ? "" : " class=\"worse\"", v,
+                   delta);
+  }
+  o += "</tr>\n";
   const auto names = step_components(Estimate{});
   for (size_t k = 0; k < names.size(); ++k) {
     const std::string label = names[k].first + " (s)";

@@ -452,3 +452,37 @@ TEST(Deadline, FewestGpusAgreeWithABruteForceLoopOverNodeCounts) {
 
 }  // namespace
 }  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// --distinct: the best plan of each (tp, pp, cp, ep, zero, recompute) first, in rank order, then
+// the near-duplicates in rank order; nothing lost or repeated within k.
+TEST(Search, DistinctLayoutsComeFirst) {
+  Scenario s{load_model("llama3-70b"), load_cluster("dgx-h100", 256), {}};
+  s.work.seq_len = 8192;
+  s.work.global_batch = 512;
+  AnalyticEvaluator ev;
+  SearchOptions opt;
+  opt.top_k = 80;
+  const SearchResult plain = search(s.model, s.cluster, s.work, {}, opt, ev);
+  SearchResult r = plain;
+  distinct_layouts_first(r, 10);
+  ASSERT_EQ(r.top.size(), 10u);
+  auto key = [](const Plan& p) {
+    return std::tuple(p.tp, p.pp, p.cp, p.ep, p.zero, static_cast<int>(p.recompute));
+  };
+  std::set<decltype(key(Plan{}))> keys;
+  for (const Candidate& c : r.top)
+    EXPECT_TRUE(keys.insert(key(c.plan)).second) << c.plan.describe();
+  // The same plans as the first occurrence of each key in the plain ranking, in its order.
+  std::vector<std::string> want;
+  std::set<decltype(key(Plan{}))> seen;
+  for (const Candidate& c : plain.top)
+    if (seen.insert(key(c.plan)).second && want.size() < 10) want.push_back(c.plan.describe());
+  for (size_t i = 0; i < 10; ++i) EXPECT_EQ(r.top[i].plan.describe(), want[i]) << i;
+  EXPECT_EQ(r.top.front().plan.describe(), plain.top.front().plan.describe());
+}
+
+}  // namespace
+}  // namespace dtplan
