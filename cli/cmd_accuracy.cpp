@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,7 +19,7 @@ namespace dtplan::cli {
 void register_accuracy(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand(
       "accuracy", "Predict published runs and compare with their measured step times");
-  static std::string cases_path, evaluator = "analytic", attention, out, group;
+  static std::string cases_path, evaluator = "analytic", attention, out, group, bands_out;
   static std::vector<std::string> only_profiles;
   static bool json = false, overlap = false, no_overlap = false, tp_overlap = false,
               no_tp_overlap = false, verbose = false;
@@ -49,6 +50,9 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--json", json, "Machine-readable output (cases[] and summary)");
   cmd->add_flag("--verbose,-v", verbose, "Print every case (default: groups and the worst cases)");
   cmd->add_option("--out,-o", out, "Write the output to this file (atomically)");
+  cmd->add_option("--write-bands", bands_out,
+                  "Write the error-band record (measured/predicted and regime per case) to this "
+                  "file: accuracy/error_bands.json is generated this way from cases.yaml");
   cmd->callback([&ctx] {
     CaseFile file = load_case_file(cases_path);
     std::map<std::string, std::unique_ptr<HardwareProfile>> profiles;
@@ -89,6 +93,18 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
         if (on_profile(c.profile)) layer_results.push_back(predict_layer_case(c, opt));
     AccuracySummary s = summarize(results);
     AccuracySummary ls = summarize(layer_results);
+    // The error-band record and how well its bands cover the cases they leave out.
+    ErrorBandTable bands;
+    bands.cases_file = std::filesystem::path(cases_path).filename().string();
+    for (const CaseResult& r : results)
+      if (r.skipped.empty() && r.predicted_s > 0)
+        bands.records.push_back({r.id, r.group, r.regime, r.measured_s / r.predicted_s});
+    const BandCoverage by_group = leave_one_out_coverage(bands, false);
+    const BandCoverage by_family = leave_one_out_coverage(bands, true);
+    if (!bands_out.empty()) {
+      write_file_atomic(bands_out, bands_to_json(bands));
+      fmt::print(stderr, "wrote {} ({} records)\n", bands_out, bands.records.size());
+    }
 
     std::string text;
     auto o = std::back_inserter(text);
@@ -143,6 +159,13 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
         return sj;
       };
       j["summary"] = summary_json(s);
+      auto coverage_json = [](const BandCoverage& c) {
+        return nlohmann::json{{"cases", c.cases},
+                              {"inside_p10_p90", c.inside},
+                              {"median_half_width", c.median_half_width}};
+      };
+      j["error_bands"] = {{"leave_one_group_out", coverage_json(by_group)},
+                          {"leave_one_family_out", coverage_json(by_family)}};
       j["layer_summary"] = summary_json(ls);
       // An override, or "per case" (each case's framework fact; the default where it is null).
       auto setting = [](const std::optional<bool>& v, const char* on, const char* off) {
@@ -192,6 +215,12 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
                      "\nall cases: MAPE {:.2f}%, median |error| {:.2f}%, max |error| {:.2f}%, "
                      "coverage {}/{}\n",
                      s.mape_pct, s.median_abs_pct, s.max_abs_pct, s.cases_predicted, s.cases_total);
+      fmt::format_to(o,
+                     "error bands (p10-p90 of measured/predicted by regime): leave-one-group-out "
+                     "{:.1f}% of {} cases inside, median half-width {:.1f}%; leave-one-family-out "
+                     "{:.1f}% of {}, half-width {:.1f}%\n",
+                     100 * by_group.inside, by_group.cases, 100 * by_group.median_half_width,
+                     100 * by_family.inside, by_family.cases, 100 * by_family.median_half_width);
       if (!layer_results.empty()) {
         fmt::format_to(o, "\nlayer cases (forward+backward of one layer)\n");
         for (const auto& r : layer_results)

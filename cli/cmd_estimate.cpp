@@ -7,6 +7,7 @@
 #include "cli/framework_check.h"
 #include "cli/options.h"
 #include "core/atomic_file.h"
+#include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/calibration_coverage.h"
 
@@ -56,15 +57,22 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       e = estimate(r.model, r.cluster, r.workload, r.plan, opt);
     }
     const std::vector<std::string> flags = coverage.warnings();
+    // The warnings that travel with the numbers: the framework's, then how sure they are.
+    const Uncertainty u = uncertainty_of(r.model, r.cluster, r.workload, r.plan, e, flags);
     std::string text;
     if (json) {
       nlohmann::json j = estimate_to_json(r, e, opt.flops);
       j["calibration_warnings"] = flags;
       j["framework"] = framework_to_json(fw);
       j["warnings"] = warnings_to_json(fw);
+      for (const NumberWarning& w : u.warnings)
+        j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
       text = j.dump(2) + "\n";
     } else {
       text = estimate_to_text(r, e, opt.flops) + framework_to_text(fw);
+      for (const NumberWarning& w : u.warnings)
+        if (w.code != "outside-calibration")
+          text += fmt::format("warning [{}]: {}\n", w.code, w.message);
       if (!flags.empty()) {
         text += fmt::format("Calibration: {} input(s) outside the calibrated range of {}:\n",
                             flags.size(), r.cluster.profile.name);

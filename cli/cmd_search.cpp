@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 #include "core/error.h"
 #include "planner/deadline.h"
 #include "planner/search.h"
+#include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 
 namespace dtplan::cli {
@@ -206,6 +208,25 @@ void register_search(CLI::App& app, CommandContext& ctx) {
               c.estimate.memory_peak.total_bytes() / gib, 100 * c.estimate.comm_share,
               100 * c.estimate.bubble_fraction,
               w.train_tokens > 0 ? fmt::format(" {:>8.1f}", c.estimate.time_to_train_days) : "");
+        }
+        {
+          const Candidate& best = r.top.front();
+          const Uncertainty u = uncertainty_of(model, cluster, w, best.plan, best.estimate);
+          if (u.band.found)
+            fmt::format_to(o,
+                           "rank 1: step {:.3f} s, p10-p90 {:.3f}–{:.3f} s (MFU {:.1f}–{:.1f}%{}), "
+                           "from {} published runs like it ({}{})\n",
+                           best.estimate.step_time_s, u.step_low_s, u.step_high_s, 100 * u.mfu_low,
+                           100 * u.mfu_high,
+                           w.train_tokens > 0
+                               ? fmt::format("; {:.1f}–{:.1f} days", u.days_low, u.days_high)
+                               : "",
+                           u.band.cases, u.band.regime,
+                           u.band.dropped.empty()
+                               ? ""
+                               : fmt::format("; not matching {}", fmt::join(u.band.dropped, ", ")));
+          for (const NumberWarning& wn : u.warnings)
+            fmt::format_to(o, "warning [{}]: {}\n", wn.code, wn.message);
         }
         if (distinct)
           fmt::format_to(o,

@@ -1,9 +1,11 @@
 #include "cli/estimate_json.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iterator>
 
+#include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/step/step_terms.h"
 
@@ -80,6 +82,20 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
   j["tokens_per_s"] = e.tokens_per_s;
   j["tokens_per_s_per_gpu"] = e.tokens_per_s_per_gpu;
   if (r.workload.train_tokens > 0) j["time_to_train_days"] = e.time_to_train_days;
+  // p10-p90 from dtplan's accuracy record (reports/uncertainty.h); absent without a band.
+  const Uncertainty u = uncertainty_of(r.model, r.cluster, r.workload, p, e);
+  if (u.band.found) {
+    j["step_time_s_interval"] = {u.step_low_s, u.step_high_s};
+    j["mfu_interval"] = {u.mfu_low, u.mfu_high};
+    j["tokens_per_s_interval"] = {u.tokens_low, u.tokens_high};
+    j["tokens_per_s_per_gpu_interval"] = {u.tokens_low / r.cluster.num_gpus,
+                                          u.tokens_high / r.cluster.num_gpus};
+    if (r.workload.train_tokens > 0) j["time_to_train_days_interval"] = {u.days_low, u.days_high};
+    j["error_band"] = {{"p10_ratio", u.band.low},     {"p90_ratio", u.band.high},
+                       {"cases", u.band.cases},       {"groups", u.band.groups},
+                       {"families", u.band.families}, {"regime", u.band.regime},
+                       {"dropped", u.band.dropped}};
+  }
   nlohmann::json mem = nlohmann::json::array();
   auto stages = all_stage_memory(r.model, r.workload, p);
   for (size_t i = 0; i < stages.size(); ++i)
@@ -114,22 +130,38 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                  r.plan.describe(), e.microbatches, r.workload.seq_len,
                  to_string(r.workload.precision), r.plan.flash_attention ? "flash" : "unfused");
   const double st = e.step_time_s;
-  fmt::format_to(out, "{:<28} {:>10.3f} s\n", "step time", st);
+  const Uncertainty u = uncertainty_of(r.model, r.cluster, r.workload, r.plan, e);
+  const bool band = u.band.found;
+  fmt::format_to(
+      out, "{:<28} {:>10.3f} s{}\n", "step time", st,
+      band ? fmt::format("  (p10-p90 {:.3f}–{:.3f} s)", u.step_low_s, u.step_high_s) : "");
   for (const StepTermValue& t : step_terms(e))
     if (t.always_shown || t.seconds > 0)
       fmt::format_to(out, "  {:<26} {:>10.3f} s {}\n", t.label, t.seconds, pct(t.seconds, st));
   fmt::format_to(out, "\n");
-  fmt::format_to(out, "{:<28} {:>10.0f}  ({:.0f} per GPU)\n", "tokens/s", e.tokens_per_s,
-                 e.tokens_per_s_per_gpu);
+  fmt::format_to(out, "{:<28} {:>10.0f}  ({:.0f} per GPU){}\n", "tokens/s", e.tokens_per_s,
+                 e.tokens_per_s_per_gpu,
+                 band ? fmt::format("  (p10-p90 {:.0f}–{:.0f})", u.tokens_low, u.tokens_high) : "");
   fmt::format_to(out, "{:<28} {:>10.{}f}  TFLOP/s per GPU\n", "model FLOPs", e.model_tflops_per_gpu,
                  e.model_tflops_per_gpu < 10 ? 3 : 1);
-  fmt::format_to(out, "{:<28} {:>9.1f}%  HFU {:.1f}%\n", "MFU", 100 * e.mfu, 100 * e.hfu);
+  fmt::format_to(
+      out, "{:<28} {:>9.1f}%  HFU {:.1f}%{}\n", "MFU", 100 * e.mfu, 100 * e.hfu,
+      band ? fmt::format("  (MFU p10-p90 {:.1f}–{:.1f}%)", 100 * u.mfu_low, 100 * u.mfu_high) : "");
   fmt::format_to(out, "  ({})\n", describe(conv));
   fmt::format_to(out, "{:<28} {:>9.1f}%   exposed communication share {:.1f}%\n", "bubble fraction",
                  100 * e.bubble_fraction, 100 * e.comm_share);
   if (e.time_to_train_days > 0)
-    fmt::format_to(out, "{:<28} {:>10.1f} days for {:.3g} tokens\n", "time to train",
-                   e.time_to_train_days, r.workload.train_tokens);
+    fmt::format_to(out, "{:<28} {:>10.1f} days for {:.3g} tokens{}\n", "time to train",
+                   e.time_to_train_days, r.workload.train_tokens,
+                   band ? fmt::format("  (p10-p90 {:.1f}–{:.1f})", u.days_low, u.days_high) : "");
+  if (band)
+    fmt::format_to(out,
+                   "  (p10-p90: measured / predicted over {} published runs of {} groups like this "
+                   "one: {}{}; docs/accuracy.md)\n",
+                   u.band.cases, u.band.groups, u.band.regime,
+                   u.band.dropped.empty()
+                       ? ""
+                       : fmt::format(", not matching {}", fmt::join(u.band.dropped, ", ")));
   fmt::format_to(out, "\ncommunication per GPU per step   {:>10} {:>10} {:>10}\n", "volume", "time",
                  "exposed");
   for (int d = 0; d < kCommDims; ++d)

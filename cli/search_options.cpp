@@ -11,6 +11,7 @@
 #include "cli/estimate_json.h"
 #include "core/catalog.h"
 #include "core/error.h"
+#include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 
 namespace dtplan::cli {
@@ -354,6 +355,14 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
     cj["evaluator"] = static_cast<int>(i) < refined ? "des" : evaluator;
     cj["objective_value"] = r.top[i].objective;
     j["top"].push_back(cj);
+  }
+  // The warnings of the first plan's numbers, once (reports/uncertainty.h).
+  j["warnings"] = nlohmann::json::array();
+  if (!r.top.empty()) {
+    const Uncertainty u =
+        uncertainty_of(s.model, s.cluster, s.workload, r.top.front().plan, r.top.front().estimate);
+    for (const NumberWarning& w : u.warnings)
+      j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
   }
   j["pareto"] = nlohmann::json::array();
   for (const auto& c : r.pareto)

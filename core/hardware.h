@@ -87,6 +87,10 @@ struct EfficiencyParams {
   double host_dispatch_us = 5;         // host time to launch one kernel (eager framework)
   double collective_overhead_us = 10;  // per collective: launch and rank synchronization
   double comm_compute_slowdown = 0.05;
+  // How the values were set: "fitted" (to measured runs by scripts/fit_efficiency.py),
+  // "copied" (from a fitted profile of the same GPU and stack) or "initial" (datasheets and
+  // microbenchmarks, not yet fitted: estimates warn, `profile-not-fitted`).
+  std::string status = "initial";
   std::string source;
 };
 

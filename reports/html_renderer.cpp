@@ -10,6 +10,7 @@
 #include "reports/renderers.h"
 #include "reports/report_builder.h"
 #include "reports/svg_chart.h"
+#include "reports/uncertainty.h"
 
 namespace dtplan::reports {
 
@@ -125,6 +126,12 @@ std::string render_report_html(const ReportData& d) {
   fmt::format_to(
       out, "<p class=\"sub\">Searched {} plans ({} evaluated, {} feasible) in {:.2f} s.</p>\n",
       d.stats.enumerated, d.stats.evaluated, d.stats.feasible, d.stats.elapsed_s);
+  if (!d.number_warnings.empty()) {
+    o += "<ul class=\"warnings\" id=\"number-warnings\">\n";
+    for (const auto& w : d.number_warnings)
+      fmt::format_to(out, "<li><code>{}</code>: {}</li>\n", e(w.code), e(w.message));
+    o += "</ul>\n";
+  }
 
   o += "<h2 id=\"summary\">Recommended plan</h2>\n";
   if (d.top.empty()) {
@@ -145,9 +152,12 @@ std::string render_report_html(const ReportData& d) {
     auto card = [&](const std::string& name, const std::string& value) {
       fmt::format_to(out, "<div class=\"card\">{}<b>{}</b></div>", e(name), e(value));
     };
-    card("step time", fmt::format("{:.3f} s", est.step_time_s));
+    card("step time", with_band(fmt::format("{:.3f} s", est.step_time_s), b.step_low_s,
+                                b.step_high_s, "{:.1f}", b.band));
     card("tokens/s per GPU", fmt::format("{:.0f}", est.tokens_per_s_per_gpu));
-    card("MFU", pct(est.mfu));
+    card("MFU", b.band ? fmt::format("{} ({:.0f}–{:.0f}%)", pct(est.mfu), 100 * b.mfu_low,
+                                     100 * b.mfu_high)
+                       : pct(est.mfu));
     card("model TFLOP/s per GPU", fmt::format("{:.1f}", est.model_tflops_per_gpu));
     card("peak memory",
          fmt::format("{} GiB of {:.0f}", gib(est.memory_peak.total_bytes()), d.hbm_gib));
@@ -155,8 +165,14 @@ std::string render_report_html(const ReportData& d) {
     card("exposed comm", pct(est.comm_share));
     if (d.train_tokens > 0)
       card(fmt::format("time to train {:.3g}T tokens", d.train_tokens / 1e12),
-           fmt::format("{:.1f} days", est.time_to_train_days));
+           with_band(fmt::format("{:.1f} days", est.time_to_train_days), b.days_low, b.days_high,
+                     "{:.0f}", b.band));
     o += "</div>\n";
+    if (!d.band_note.empty())
+      fmt::format_to(out,
+                     "<p class=\"sub\" id=\"band-note\">In brackets: {} (docs/accuracy.md, "
+                     "Error bands).</p>\n",
+                     e(d.band_note));
   }
 
   o += "<h2 id=\"top\">Ranked plans</h2>\n<table><tr><th>rank</th>";
@@ -168,8 +184,10 @@ std::string render_report_html(const ReportData& d) {
     fmt::format_to(out,
                    "<tr><td>{}</td>{}<td>{}</td><td>{}</td><td>{:.0f}</td><td>{}</td>"
                    "<td>{}</td><td>{}</td></tr>\n",
-                   i + 1, plan_cells(d.top[i].plan), f3(est.step_time_s), pct(est.mfu),
-                   est.tokens_per_s_per_gpu, gib(est.memory_peak.total_bytes()),
+                   i + 1, plan_cells(d.top[i].plan),
+                   with_band(f3(est.step_time_s), d.top[i].step_low_s, d.top[i].step_high_s,
+                             "{:.1f}", d.top[i].band),
+                   pct(est.mfu), est.tokens_per_s_per_gpu, gib(est.memory_peak.total_bytes()),
                    pct(est.comm_share), pct(est.bubble_fraction));
   }
   o += "</table>\n";
@@ -241,14 +259,16 @@ std::string render_report_html(const ReportData& d) {
         return;
       }
       s.points.push_back({p.estimate.memory_peak.total_bytes() / units::kGiB,
-                          p.estimate.step_time_s, p.layout, group});
+                          p.estimate.step_time_s, p.layout, group, p.band ? p.step_low_s : 0,
+                          p.band ? p.step_high_s : 0});
     };
     for (size_t i = 0; i < d.top.size(); ++i) add(d.top[i], i == 0 ? 2 : 0);
     for (const auto& p : d.pareto) add(p, 1);
     s.x_reference = d.memory_budget_gib;
     s.x_reference_label = fmt::format("budget {:.1f} GiB", d.memory_budget_gib);
     figure(o, "chart-pareto", scatter_svg(s),
-           "No plan on the front is both faster and smaller than another." +
+           "No plan on the front is both faster and smaller than another; the bars are each "
+           "plan's p10-p90 step time." +
                (clipped > 0 ? fmt::format(" {} plan{} slower than {:.2f} s (3x the best) not "
                                           "drawn (dtplan search lists the whole front).",
                                           clipped, clipped == 1 ? "" : "s", limit_s)

@@ -9,6 +9,7 @@
 #include "reports/escape.h"
 #include "reports/renderers.h"
 #include "reports/report_builder.h"
+#include "reports/uncertainty.h"
 
 namespace dtplan::reports {
 
@@ -72,6 +73,9 @@ std::string render_report_markdown(const ReportData& d) {
                  c(d.profile_name), d.nodes, d.gpus_per_node, d.hbm_gib, d.global_batch, d.seq_len,
                  c(d.precision), c(d.objective), c(d.framework), d.stats.enumerated,
                  d.stats.evaluated, d.stats.feasible, d.stats.elapsed_s);
+  for (const auto& w : d.number_warnings)
+    fmt::format_to(out, "> **warning** `{}`: {}\n>\n", c(w.code), c(w.message));
+  if (!d.number_warnings.empty()) o += "\n";
   o += "## Recommended plan\n\n";
   if (d.top.empty()) {
     o += "**No plan fits.** See the rejections below.\n\n";
@@ -84,18 +88,26 @@ std::string render_report_markdown(const ReportData& d) {
       fmt::format_to(out, "- `{}`: {}\n", c(w.code), c(w.message));
     if (!d.framework_warnings.empty()) o += "\n";
     std::vector<std::vector<std::string>> figures = {
-        {"step time", fmt::format("{:.3f} s", e.step_time_s)},
+        {"step time", with_band(fmt::format("{:.3f} s", e.step_time_s), d.top.front().step_low_s,
+                                d.top.front().step_high_s, "{:.1f}", d.top.front().band)},
         {"tokens/s per GPU", fmt::format("{:.0f}", e.tokens_per_s_per_gpu)},
-        {"MFU", pct(e.mfu)},
+        {"MFU", d.top.front().band
+                    ? fmt::format("{} ({:.0f}–{:.0f}%)", pct(e.mfu), 100 * d.top.front().mfu_low,
+                                  100 * d.top.front().mfu_high)
+                    : pct(e.mfu)},
         {"model TFLOP/s per GPU", fmt::format("{:.1f}", e.model_tflops_per_gpu)},
         {"peak memory",
          fmt::format("{} GiB of {:.0f}", gib(e.memory_peak.total_bytes()), d.hbm_gib)},
         {"bubble", pct(e.bubble_fraction)},
         {"exposed communication", pct(e.comm_share)}};
     if (d.train_tokens > 0)
-      figures.push_back({fmt::format("time to train {:.3g}T tokens", d.train_tokens / 1e12),
-                         fmt::format("{:.1f} days", e.time_to_train_days)});
+      figures.push_back(
+          {fmt::format("time to train {:.3g}T tokens", d.train_tokens / 1e12),
+           with_band(fmt::format("{:.1f} days", e.time_to_train_days), d.top.front().days_low,
+                     d.top.front().days_high, "{:.0f}", d.top.front().band)});
     table(o, {"figure", "value"}, figures);
+    if (!d.band_note.empty())
+      fmt::format_to(out, "In brackets: {} (docs/accuracy.md, Error bands).\n\n", c(d.band_note));
   }
 
   o += "## Ranked plans\n\n";

@@ -1,6 +1,7 @@
 #include "reports/report_builder.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -8,6 +9,7 @@
 #include <cmath>
 
 #include "reports/derivations.h"
+#include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/des/step_sim.h"
 #include "simulator/step/step_terms.h"
@@ -115,11 +117,39 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
   d.stats = {result.enumerated, result.evaluated, result.feasible, result.elapsed_s};
   d.source_json = source_json;
 
-  for (const auto& cand : result.top) d.top.push_back(make_row(m, w, cand));
+  // Each plan with its p10-p90 (reports/uncertainty.h); the first plan's warnings once.
+  auto banded = [&](const Candidate& cand, Uncertainty* keep) {
+    PlanRow row = make_row(m, w, cand);
+    const Uncertainty u = uncertainty_of(m, c, w, cand.plan, cand.estimate);
+    row.band = u.band.found;
+    row.step_low_s = u.step_low_s;
+    row.step_high_s = u.step_high_s;
+    row.mfu_low = u.mfu_low;
+    row.mfu_high = u.mfu_high;
+    row.days_low = u.days_low;
+    row.days_high = u.days_high;
+    if (keep) *keep = u;
+    return row;
+  };
+  for (const auto& cand : result.top) {
+    Uncertainty u;
+    d.top.push_back(banded(cand, d.top.empty() ? &u : nullptr));
+    if (d.top.size() == 1) {
+      for (const NumberWarning& x : u.warnings) d.number_warnings.push_back({x.code, x.message});
+      if (u.band.found)
+        d.band_note = fmt::format(
+            "p10-p90 of measured / predicted step time over {} published runs ({} groups) like "
+            "this plan: {}{}",
+            u.band.cases, u.band.groups, u.band.regime,
+            u.band.dropped.empty()
+                ? ""
+                : fmt::format("; not matching {}", fmt::join(u.band.dropped, ", ")));
+    }
+  }
   if (!d.top.empty())
     for (auto& x : framework_warnings(opt.framework, d.top.front().plan))
       d.framework_warnings.push_back({std::move(x.code), std::move(x.message)});
-  for (const auto& cand : result.pareto) d.pareto.push_back(make_row(m, w, cand));
+  for (const auto& cand : result.pareto) d.pareto.push_back(banded(cand, nullptr));
   for (int k = 0; k < kNumRejections; ++k)
     if (result.rejected[static_cast<size_t>(k)] > 0)
       d.rejections.push_back({describe(static_cast<Rejection>(k)),

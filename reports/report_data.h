@@ -21,6 +21,9 @@ struct PlanRow {
   Estimate estimate;
   std::vector<StageMemory> stages;  // all_stage_memory(): one entry per pipeline rank
   std::string layout;               // Plan::describe()
+  // p10-p90 from dtplan's accuracy record (reports/uncertainty.h); band = false without one.
+  bool band = false;
+  double step_low_s = 0, step_high_s = 0, mfu_low = 0, mfu_high = 0, days_low = 0, days_high = 0;
 };
 
 struct RejectionRow {
@@ -114,6 +117,10 @@ struct ReportData {
 
   std::vector<PlanRow> top;                    // best first; top[0] is the recommended plan
   std::vector<WarningRow> framework_warnings;  // top[0] under `framework`'s rules
+  // How sure the recommended plan's numbers are: the warnings (shown at the top) and the band's
+  // provenance in words ("" without a band).
+  std::vector<WarningRow> number_warnings;
+  std::string band_note;
   std::vector<RejectionRow> rejections;
   std::vector<PlanRow> pareto;  // step time vs peak memory
   std::vector<int> heat_tp, heat_pp;

@@ -169,8 +169,8 @@ std::string scatter_svg(const Scatter& c) {
   double max_x = c.x_reference, max_y = 0, min_y = 1e300;
   for (const auto& p : c.points) {
     max_x = std::max(max_x, p.x);
-    max_y = std::max(max_y, p.y);
-    min_y = std::min(min_y, p.y);
+    max_y = std::max({max_y, p.y, p.y_high});
+    min_y = std::min(min_y, p.y_high > p.y_low && p.y_low > 0 ? std::min(p.y, p.y_low) : p.y);
   }
   double ax = 1, sx = 1, ay = 1, sy = 1;
   nice_axis(max_x, ax, sx);
@@ -225,6 +225,15 @@ std::string scatter_svg(const Scatter& c) {
                    "fill=\"#c00\">{5}</text>",
                    X(c.x_reference), top, top + ph, X(c.x_reference) - 4, top + 12,
                    html_escape(c.x_reference_label));
+  // Error bars under the points.
+  for (const auto& p : c.points)
+    if (p.y_high > p.y_low && p.y_low > 0)
+      fmt::format_to(out,
+                     "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
+                     "stroke=\"#555\" stroke-width=\"1.5\"><title>{3}: p10-p90 {4}-{5} s</title>"
+                     "</line>",
+                     X(p.x), Y(p.y_low), Y(p.y_high), html_escape(p.label), num(p.y_low),
+                     num(p.y_high));
   // Draw others first, the front and the recommended plan on top.
   for (int g = 0; g <= 2; ++g)
     for (const auto& p : c.points) {

@@ -24,6 +24,8 @@ struct ScatterPoint {
   double x = 0, y = 0;
   std::string label;
   int group = 0;  // 0 other, 1 Pareto front, 2 recommended
+  // An error bar on y (the p10-p90 of the point's step time); drawn when y_high > y_low.
+  double y_low = 0, y_high = 0;
 };
 struct Scatter {
   std::string title, x_label, y_label;

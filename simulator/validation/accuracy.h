@@ -42,6 +42,7 @@
 #include "core/hardware.h"
 #include "core/model_spec.h"
 #include "core/plan.h"
+#include "simulator/validation/error_bands.h"
 
 namespace dtplan {
 
@@ -117,6 +118,7 @@ struct CaseResult {
   // Whether the evaluated layout fits in memory by the model (false only for a case whose one
   // valid candidate is taken as it ran).
   bool fits = true;
+  Regime regime;  // of the evaluated layout (error_bands.h)
 };
 
 struct GroupSummary {

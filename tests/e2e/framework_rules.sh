@@ -22,7 +22,9 @@ j = json.load(open(sys.argv[1]))
 fw = j["framework"]
 assert fw["name"] == "megatron" and fw["given"] is False, fw
 assert len(fw["rules_applied"]) == 2 and all(r["rule"] for r in fw["rules_applied"]), fw
-codes = [w["code"] for w in j["warnings"]]
+# The framework's warnings; estimate adds how sure its numbers are (reports/uncertainty.h).
+number = {"profile-not-fitted", "regime-sparse", "no-error-band", "outside-calibration"}
+codes = [w["code"] for w in j["warnings"] if w["code"] not in number]
 assert codes == ["framework-cannot-run"], codes
 assert "deepspeed can (--framework deepspeed)" in j["warnings"][0]["message"], j["warnings"]
 PY
@@ -35,7 +37,8 @@ PY
   "$bin" $cmd "${zero3_pp[@]}" --json > "$cmd.z3.json" || fail "$cmd: ZeRO-3 PP exit $?"
   python3 -c "
 import json, sys
-codes = [w['code'] for w in json.load(open('$cmd.z3.json'))['warnings']]
+number = {'profile-not-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
+codes = [w['code'] for w in json.load(open('$cmd.z3.json'))['warnings'] if w['code'] not in number]
 assert codes == ['megatron-fsdp', 'zero3-with-pp'], codes" || fail "$cmd: ZeRO-3 PP warnings"
   # Named, and the plan runs: that framework's rules, no warning.
   "$bin" $cmd "${zero3_pp[@]}" --framework torchtitan --json > "$cmd.tt.json" ||
@@ -44,7 +47,9 @@ assert codes == ['megatron-fsdp', 'zero3-with-pp'], codes" || fail "$cmd: ZeRO-3
 import json
 j = json.load(open('$cmd.tt.json'))
 assert j['framework']['name'] == 'torchtitan' and j['framework']['given'] is True, j['framework']
-assert len(j['framework']['rules_applied']) == 4 and j['warnings'] == [], j" ||
+number = {'profile-not-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
+assert len(j['framework']['rules_applied']) == 4, j
+assert [w for w in j['warnings'] if w['code'] not in number] == [], j" ||
     fail "$cmd: torchtitan JSON"
   passed=$((passed + 1))
 done

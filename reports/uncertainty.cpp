@@ -1,0 +1,60 @@
+#include "reports/uncertainty.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace dtplan {
+
+Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                           const Estimate& e, const std::vector<std::string>& calibration_flags,
+                           const ErrorBandTable* table) {
+  Uncertainty u;
+  const HardwareProfile& hw = c.profile;
+  if (hw.efficiency.status == "initial" && hw.calibration.empty())
+    u.warnings.push_back(
+        {"profile-not-fitted",
+         fmt::format("profile {}: its efficiency values are initial values (datasheets and "
+                     "microbenchmarks), not fitted to measured runs, and it holds no calibration",
+                     hw.name)});
+  if (!table) table = shipped_bands();
+  const Regime r = regime_of(hw, m, w, p, c.num_gpus);
+  if (!table) {
+    u.warnings.push_back({"no-error-band",
+                          "no error-band record (accuracy/error_bands.json in the data directory): "
+                          "the figures carry no interval"});
+  } else {
+    u.band = band_for(*table, r);
+    if (!u.band.found)
+      u.warnings.push_back(
+          {"no-error-band",
+           fmt::format("no published run of dtplan's record resembles this regime ({}): the "
+                       "figures carry no interval",
+                       r.describe())});
+    else if (!u.band.dropped.empty())
+      u.warnings.push_back(
+          {"regime-sparse",
+           fmt::format("few published runs match this regime ({}): the band is taken from {} "
+                       "cases that differ in {}",
+                       r.describe(), u.band.cases, fmt::join(u.band.dropped, ", "))});
+  }
+  for (const std::string& f : calibration_flags) u.warnings.push_back({"outside-calibration", f});
+  const double lo = u.band.found ? u.band.low : 1, hi = u.band.found ? u.band.high : 1;
+  u.step_low_s = e.step_time_s * lo;
+  u.step_high_s = e.step_time_s * hi;
+  u.mfu_low = e.mfu / hi;
+  u.mfu_high = e.mfu / lo;
+  u.tokens_low = e.tokens_per_s / hi;
+  u.tokens_high = e.tokens_per_s / lo;
+  u.days_low = e.time_to_train_days * lo;
+  u.days_high = e.time_to_train_days * hi;
+  return u;
+}
+
+std::string with_band(const std::string& value, double low, double high, const char* spec,
+                      bool have_band) {
+  if (!have_band) return value;
+  return fmt::format("{} ({}–{})", value, fmt::format(fmt::runtime(spec), low),
+                     fmt::format(fmt::runtime(spec), high));
+}
+
+}  // namespace dtplan

@@ -1,0 +1,212 @@
+#include "simulator/validation/error_bands.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "core/catalog.h"
+#include "core/yaml_reader.h"
+
+namespace dtplan {
+
+namespace {
+
+constexpr int kMinCases = 8;     // a regime needs this many cases
+constexpr int kMinFamilies = 2;  // from this many publication families
+constexpr double kLow = 0.10, kHigh = 0.90;
+
+// The features in the order a sparse regime gives them up.
+enum Feature { kScale, kCp, kMoe, kZero3, kFp8, kGeneration, kNumFeatures };
+const char* const kFeatureNames[kNumFeatures] = {"scale",  "context parallelism", "MoE",
+                                                 "ZeRO-3", "precision",           "GPU generation"};
+
+bool same(const Regime& a, const Regime& b, Feature f) {
+  switch (f) {
+    case kScale:
+      return a.scale == b.scale;
+    case kCp:
+      return a.cp == b.cp;
+    case kMoe:
+      return a.moe == b.moe;
+    case kZero3:
+      return a.zero3 == b.zero3;
+    case kFp8:
+      return a.fp8 == b.fp8;
+    case kGeneration:
+      return a.generation == b.generation;
+    default:
+      return true;
+  }
+}
+
+// p-quantile of values weighted by `w` (linear between the weight midpoints).
+double weighted_quantile(std::vector<std::pair<double, double>> vw, double p) {
+  std::sort(vw.begin(), vw.end());
+  double total = 0;
+  for (const auto& [v, w] : vw) total += w;
+  double before = 0, prev_pos = -1, prev_v = vw.front().first;
+  for (const auto& [v, w] : vw) {
+    const double pos = (before + w / 2) / total;
+    if (pos >= p) {
+      if (prev_pos < 0) return v;
+      return prev_v + (v - prev_v) * (p - prev_pos) / (pos - prev_pos);
+    }
+    before += w;
+    prev_pos = pos;
+    prev_v = v;
+  }
+  return vw.back().first;
+}
+
+}  // namespace
+
+std::string gpu_generation(const std::string& name) {
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  if (has("B200") || has("B300") || has("GB2") || has("GB3")) return "blackwell";
+  if (has("H100") || has("H200") || has("H800") || has("H20")) return "hopper";
+  if (has("A100") || has("A800") || has("A30")) return "ampere";
+  return "other";
+}
+
+std::string Regime::describe() const {
+  return fmt::format("{}, {}, {}, {}, {}, {}", generation, fp8 ? "fp8" : "16-bit",
+                     zero3 ? "ZeRO-3/FSDP" : "ZeRO 0-2", moe ? "MoE" : "dense", cp ? "CP" : "no CP",
+                     scale == 0   ? "1-8 GPUs"
+                     : scale == 1 ? "9-256 GPUs"
+                                  : "257+ GPUs");
+}
+
+Regime regime_of(const HardwareProfile& hw, const ModelSpec& m, const Workload& w, const Plan& p,
+                 int num_gpus) {
+  Regime r;
+  r.generation = gpu_generation(hw.gpu.name);
+  r.fp8 = w.precision == Precision::kFp8;
+  r.zero3 = p.zero >= 3;
+  r.moe = m.moe.has_value();
+  r.cp = p.cp > 1;
+  r.scale = num_gpus <= 8 ? 0 : num_gpus <= 256 ? 1 : 2;
+  return r;
+}
+
+std::string band_family(const std::string& group) { return group.substr(0, group.find('_')); }
+
+ErrorBand band_for(const ErrorBandTable& t, const Regime& r, const std::string& exclude_group,
+                   const std::string& exclude_family) {
+  ErrorBand b;
+  for (int dropped = 0; dropped <= kNumFeatures; ++dropped) {
+    std::map<std::string, int> per_family, per_group;
+    std::vector<const BandRecord*> match;
+    for (const BandRecord& rec : t.records) {
+      if (rec.group == exclude_group) continue;
+      const std::string fam = band_family(rec.group);
+      if (!exclude_family.empty() && fam == exclude_family) continue;
+      bool ok = true;
+      for (int f = dropped; f < kNumFeatures && ok; ++f)
+        ok = same(rec.regime, r, static_cast<Feature>(f));
+      if (!ok) continue;
+      match.push_back(&rec);
+      ++per_family[fam];
+      ++per_group[rec.group];
+    }
+    if (static_cast<int>(match.size()) < kMinCases ||
+        static_cast<int>(per_family.size()) < kMinFamilies)
+      continue;
+    std::vector<std::pair<double, double>> vw;
+    for (const BandRecord* rec : match) vw.emplace_back(rec->ratio, 1.0 / per_group[rec->group]);
+    b.found = true;
+    b.low = weighted_quantile(vw, kLow);
+    b.high = weighted_quantile(vw, kHigh);
+    b.cases = static_cast<int>(match.size());
+    b.families = static_cast<int>(per_family.size());
+    b.groups = static_cast<int>(per_group.size());
+    for (int f = 0; f < dropped; ++f) b.dropped.push_back(kFeatureNames[f]);
+    b.regime = r.describe();
+    return b;
+  }
+  return b;
+}
+
+BandCoverage leave_one_out_coverage(const ErrorBandTable& t, bool by_family) {
+  BandCoverage c;
+  std::vector<double> widths;
+  int inside = 0;
+  for (const BandRecord& rec : t.records) {
+    const ErrorBand b = by_family ? band_for(t, rec.regime, "", band_family(rec.group))
+                                  : band_for(t, rec.regime, rec.group);
+    if (!b.found) continue;
+    ++c.cases;
+    inside += rec.ratio >= b.low && rec.ratio <= b.high;
+    widths.push_back((b.high - b.low) / 2);
+  }
+  if (c.cases > 0) {
+    c.inside = static_cast<double>(inside) / c.cases;
+    std::nth_element(widths.begin(), widths.begin() + widths.size() / 2, widths.end());
+    c.median_half_width = widths[widths.size() / 2];
+  }
+  return c;
+}
+
+std::string bands_to_json(const ErrorBandTable& t) {
+  std::string o = "{\n";
+  o += fmt::format(
+      "  \"about\": \"dtplan's accuracy record: measured / predicted step time of every "
+      "predicted case, with its regime (simulator/validation/error_bands.h). Generated by "
+      "`dtplan accuracy --cases {} --write-bands`; do not edit.\",\n",
+      t.cases_file);
+  o += fmt::format("  \"cases_file\": \"{}\",\n  \"records\": [\n", t.cases_file);
+  for (size_t i = 0; i < t.records.size(); ++i) {
+    const BandRecord& r = t.records[i];
+    o += fmt::format(
+        "    {{\"id\": \"{}\", \"group\": \"{}\", \"generation\": \"{}\", \"fp8\": {}, "
+        "\"zero3\": {}, \"moe\": {}, \"cp\": {}, \"scale\": {}, \"ratio\": {:.9g}}}{}\n",
+        r.id, r.group, r.regime.generation, r.regime.fp8, r.regime.zero3, r.regime.moe, r.regime.cp,
+        r.regime.scale, r.ratio, i + 1 < t.records.size() ? "," : "");
+  }
+  o += "  ]\n}\n";
+  return o;
+}
+
+ErrorBandTable load_bands(const std::string& path) {
+  const YAML::Node root = load_yaml_file(path);
+  if (!root.IsMap()) throw InputError(location_of(root, path), "", "not an error-band record");
+  YamlMap top(root, path, "");
+  ErrorBandTable t;
+  top.allow("about");
+  t.cases_file = top.get_string("cases_file");
+  const YAML::Node recs = top.child("records");
+  if (!recs.IsSequence()) top.fail("records", "must be a list");
+  for (size_t i = 0; i < recs.size(); ++i) {
+    YamlMap y(recs[i], path, fmt::format("records[{}]", i));
+    BandRecord r;
+    r.id = y.get_string("id");
+    r.group = y.get_string("group");
+    r.regime.generation = y.get_string("generation");
+    r.regime.fp8 = y.get_bool("fp8");
+    r.regime.zero3 = y.get_bool("zero3");
+    r.regime.moe = y.get_bool("moe");
+    r.regime.cp = y.get_bool("cp");
+    r.regime.scale = static_cast<int>(y.get_int("scale", 0));
+    r.ratio = y.get_double("ratio", 0);
+    y.finish();
+    t.records.push_back(std::move(r));
+  }
+  top.finish();
+  return t;
+}
+
+const ErrorBandTable* shipped_bands() {
+  static std::once_flag once;
+  static std::unique_ptr<ErrorBandTable> table;
+  std::call_once(once, [] {
+    const std::string path = data_dir() + "/accuracy/error_bands.json";
+    if (std::filesystem::exists(path)) table = std::make_unique<ErrorBandTable>(load_bands(path));
+  });
+  return table.get();
+}
+
+}  // namespace dtplan

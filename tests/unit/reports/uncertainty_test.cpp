@@ -1,0 +1,115 @@
+// How sure a prediction is (reports/uncertainty.h): the band applied to each figure, and the
+// warnings for an unfitted profile, a sparse regime, no band, and inputs outside calibration.
+#include "reports/uncertainty.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/catalog.h"
+#include "simulator/analytic/estimator.h"
+
+namespace dtplan {
+namespace {
+
+struct Case {
+  ModelSpec m;
+  Cluster c;
+  Workload w;
+  Plan p;
+  Estimate e;
+};
+
+Case llama8b(const char* profile) {
+  Case k{load_model("llama3-8b"), load_cluster(profile, 64), {}, {}, {}};
+  k.w.seq_len = 8192;
+  k.w.global_batch = 512;
+  k.w.train_tokens = 1e12;
+  k.p.tp = 8;
+  k.p.dp = 8;
+  k.p.sp = true;
+  k.p.zero = 1;
+  k.p.gbs = 512;
+  k.e = estimate(k.m, k.c, k.w, k.p);
+  return k;
+}
+
+// A record of twelve hopper / ampere cases (two families) at known ratios.
+ErrorBandTable record(const std::string& generation) {
+  ErrorBandTable t;
+  for (int i = 0; i < 12; ++i) {
+    BandRecord r;
+    r.id = std::to_string(i);
+    r.group = (i % 2 ? "fa_" : "fb_") + std::to_string(i);
+    r.regime.generation = generation;
+    r.regime.scale = 1;
+    r.ratio = 1.0 + 0.02 * i;
+    t.records.push_back(r);
+  }
+  return t;
+}
+
+bool has(const Uncertainty& u, const std::string& code) {
+  return std::any_of(u.warnings.begin(), u.warnings.end(),
+                     [&](const NumberWarning& w) { return w.code == code; });
+}
+
+TEST(Uncertainty, TheBandScalesEachFigure) {
+  const Case k = llama8b("dgx-h100");
+  const ErrorBandTable t = record("hopper");
+  const Uncertainty u = uncertainty_of(k.m, k.c, k.w, k.p, k.e, {}, &t);
+  ASSERT_TRUE(u.band.found);
+  EXPECT_DOUBLE_EQ(u.step_low_s, k.e.step_time_s * u.band.low);
+  EXPECT_DOUBLE_EQ(u.step_high_s, k.e.step_time_s * u.band.high);
+  // A slower step is fewer tokens and a lower MFU: the band the other way round.
+  EXPECT_DOUBLE_EQ(u.tokens_low, k.e.tokens_per_s / u.band.high);
+  EXPECT_DOUBLE_EQ(u.mfu_high, k.e.mfu / u.band.low);
+  EXPECT_DOUBLE_EQ(u.days_high, k.e.time_to_train_days * u.band.high);
+  EXPECT_LT(u.step_low_s, u.step_high_s);
+  EXPECT_FALSE(has(u, "regime-sparse"));
+  EXPECT_EQ(with_band("64.1 s", 58.04, 71.2, "{:.0f}", true), "64.1 s (58–71)");
+  EXPECT_EQ(with_band("64.1 s", 58.04, 71.2, "{:.0f}", false), "64.1 s");
+}
+
+TEST(Uncertainty, WarningsTravelWithTheNumbers) {
+  // dgx-h100's efficiency is initial values (efficiency.status); dgx-a100-80g's is fitted.
+  const Case h = llama8b("dgx-h100");
+  const ErrorBandTable hopper = record("hopper");
+  EXPECT_TRUE(has(uncertainty_of(h.m, h.c, h.w, h.p, h.e, {}, &hopper), "profile-not-fitted"));
+  const Case a = llama8b("dgx-a100-80g");
+  const ErrorBandTable ampere = record("ampere");
+  const Uncertainty fitted = uncertainty_of(a.m, a.c, a.w, a.p, a.e, {}, &ampere);
+  EXPECT_FALSE(has(fitted, "profile-not-fitted"));
+  EXPECT_TRUE(fitted.warnings.empty());
+  // A record without this generation: the band falls back to other GPUs, and says so.
+  const Uncertainty sparse = uncertainty_of(h.m, h.c, h.w, h.p, h.e, {}, &ampere);
+  ASSERT_TRUE(sparse.band.found);
+  EXPECT_TRUE(has(sparse, "regime-sparse"));
+  // A record too small for any band: no interval, and a warning.
+  ErrorBandTable tiny = record("hopper");
+  tiny.records.resize(3);
+  const Uncertainty none = uncertainty_of(h.m, h.c, h.w, h.p, h.e, {}, &tiny);
+  EXPECT_FALSE(none.band.found);
+  EXPECT_TRUE(has(none, "no-error-band"));
+  EXPECT_DOUBLE_EQ(none.step_low_s, h.e.step_time_s);
+  // Inputs outside a calibrated range (calibration_coverage.h) become warnings too.
+  const Uncertainty cal =
+      uncertainty_of(h.m, h.c, h.w, h.p, h.e, {"GEMM 1 x 2 x 3 is outside ..."}, &hopper);
+  EXPECT_TRUE(has(cal, "outside-calibration"));
+}
+
+// The shipped record holds every predicted case of cases.yaml and gives a band to a plain
+// A100 plan from its own A100 runs.
+TEST(Uncertainty, TheShippedRecordAnswersAnA100Plan) {
+  const ErrorBandTable* t = shipped_bands();
+  ASSERT_NE(t, nullptr);
+  EXPECT_GT(t->records.size(), 1800u);
+  const Case a = llama8b("dgx-a100-80g");
+  const Uncertainty u = uncertainty_of(a.m, a.c, a.w, a.p, a.e);
+  ASSERT_TRUE(u.band.found);
+  EXPECT_TRUE(u.band.dropped.empty());
+  EXPECT_GT(u.band.families, 1);
+}
+
+}  // namespace
+}  // namespace dtplan

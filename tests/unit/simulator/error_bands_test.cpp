@@ -1,0 +1,129 @@
+// Error bands (simulator/validation/error_bands.h): quantiles worked by hand on a small record,
+// the fallback order of a sparse regime, group weighting, leave-one-out coverage, a record that
+// round-trips through its file deterministically, and the reader's errors.
+#include "simulator/validation/error_bands.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace dtplan {
+namespace {
+
+Regime hopper_bf16() {
+  Regime r;
+  r.generation = "hopper";
+  r.scale = 1;
+  return r;
+}
+
+// Ten cases in two families, ratios 1.00 ... 1.09 (one group each): equal weights, so p10 and
+// p90 sit on the weight midpoints: positions (i + 0.5) / 10 hold 1.0i, p10 = 1.005 (halfway
+// between the first two), p90 = 1.085.
+ErrorBandTable ten_cases() {
+  ErrorBandTable t;
+  for (int i = 0; i < 10; ++i)
+    t.records.push_back({fmt::format("c{}", i), fmt::format("{}_g{}", i < 5 ? "a" : "b", i),
+                         hopper_bf16(), 1.0 + 0.01 * i});
+  return t;
+}
+
+TEST(ErrorBands, QuantilesOfTheRegime) {
+  const ErrorBand b = band_for(ten_cases(), hopper_bf16());
+  ASSERT_TRUE(b.found);
+  EXPECT_NEAR(b.low, 1.005, 1e-12);
+  EXPECT_NEAR(b.high, 1.085, 1e-12);
+  EXPECT_EQ(b.cases, 10);
+  EXPECT_EQ(b.groups, 10);
+  EXPECT_EQ(b.families, 2);
+  EXPECT_TRUE(b.dropped.empty());
+}
+
+TEST(ErrorBands, EachGroupWeighsAlike) {
+  // Two groups of two families: nine cases at 1.0 in one group, one at 2.0 in the other. By
+  // group weight the two values weigh 1/2 each: the midpoints are 0.25 (1.0) and 0.75 (2.0), so
+  // p10 = 1.0 and p90 = 2.0; case-weighted, p90 would still be 1.0.
+  ErrorBandTable t;
+  for (int i = 0; i < 9; ++i) t.records.push_back({"x", "a_big", hopper_bf16(), 1.0});
+  t.records.push_back({"y", "b_small", hopper_bf16(), 2.0});
+  const ErrorBand b = band_for(t, hopper_bf16());
+  ASSERT_TRUE(b.found);
+  EXPECT_DOUBLE_EQ(b.low, 1.0);
+  EXPECT_DOUBLE_EQ(b.high, 2.0);
+}
+
+TEST(ErrorBands, ASparseRegimeDropsFeaturesInOrder) {
+  // No FP8 MoE case on 257+ GPUs: the band gives up scale, context parallelism and MoE (in that
+  // order) before precision; these ten are hopper FP8 dense, so it stops after MoE.
+  ErrorBandTable t = ten_cases();
+  for (BandRecord& r : t.records) r.regime.fp8 = true;
+  Regime want = hopper_bf16();
+  want.fp8 = true;
+  want.moe = true;
+  want.scale = 2;
+  const ErrorBand b = band_for(t, want);
+  ASSERT_TRUE(b.found);
+  EXPECT_EQ(b.dropped, (std::vector<std::string>{"scale", "context parallelism", "MoE"}));
+  // Nothing of this generation: every feature is dropped, the whole record answers.
+  Regime other = want;
+  other.generation = "blackwell";
+  EXPECT_EQ(band_for(t, other).dropped.size(), 6u);
+  // Too few cases or a single family: no band.
+  ErrorBandTable one_family = ten_cases();
+  for (BandRecord& r : one_family.records) r.group = "a_" + r.id;
+  EXPECT_FALSE(band_for(one_family, hopper_bf16()).found);
+}
+
+TEST(ErrorBands, LeaveOneOutCoverageExcludesTheCase) {
+  // Every case's band without its own group is the p10-p90 of the nine others: the two extreme
+  // cases fall outside, the eight inner ones inside.
+  const BandCoverage c = leave_one_out_coverage(ten_cases(), false);
+  EXPECT_EQ(c.cases, 10);
+  EXPECT_DOUBLE_EQ(c.inside, 0.8);
+  // Without its family, each case is judged by the five of the other family (one family left:
+  // no band), so nothing is covered.
+  EXPECT_EQ(leave_one_out_coverage(ten_cases(), true).cases, 0);
+}
+
+TEST(ErrorBands, TheRecordRoundTripsDeterministically) {
+  ErrorBandTable t = ten_cases();
+  t.cases_file = "cases.yaml";
+  t.records[3].regime.moe = t.records[4].regime.cp = true;
+  const std::string text = bands_to_json(t);
+  EXPECT_EQ(text, bands_to_json(t));
+  const auto path = std::filesystem::temp_directory_path() / "dtplan_bands.json";
+  std::ofstream(path) << text;
+  const ErrorBandTable back = load_bands(path.string());
+  EXPECT_EQ(bands_to_json(back), text);
+  EXPECT_EQ(back.records.size(), 10u);
+  EXPECT_TRUE(back.records[3].regime.moe);
+  EXPECT_TRUE(back.records[4].regime.cp);
+}
+
+TEST(ErrorBands, ABadRecordNamesItsPlace) {
+  const auto path = std::filesystem::temp_directory_path() / "dtplan_bands_bad.json";
+  std::ofstream(path) << "{\"cases_file\": \"x\", \"records\": [\n  {\"id\": \"a\", \"group\": "
+                         "\"g\", \"generation\": \"hopper\", \"fp8\": maybe, \"zero3\": false, "
+                         "\"moe\": false, \"cp\": false, \"scale\": 1, \"ratio\": 1.0}]}\n";
+  try {
+    load_bands(path.string());
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(":2:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("records[0].fp8"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ErrorBands, GenerationsFromGpuNames) {
+  EXPECT_EQ(gpu_generation("A100-SXM4-80GB"), "ampere");
+  EXPECT_EQ(gpu_generation("H800-SXM5-80GB"), "hopper");
+  EXPECT_EQ(gpu_generation("B200-GB200-186GB"), "blackwell");
+  EXPECT_EQ(gpu_generation("host-cpu-core"), "other");
+}
+
+}  // namespace
+}  // namespace dtplan
