@@ -10,8 +10,9 @@
 // their throughputs are within `tolerance` of each other; any throughput must need at most
 // 100% of the GPUs' peak; and, where the model, the GPUs and their profile are known, it must
 // not beat dtplan's prediction (the stated layout's, or the best layout's when none is stated)
-// by more than `model_tolerance`. Memory per GPU must fit the GPU, and not be below what
-// dtplan's model says the stated layout needs.
+// by more than published runs of that regime beat it (the error band's p10, with `tolerance`
+// for rounding; `model_tolerance` where there is no band). Memory per GPU must fit the GPU, and not
+// be below what dtplan's model says the stated layout needs.
 #pragma once
 
 #include <optional>
@@ -62,9 +63,11 @@ struct Claim {
 std::vector<Claim> load_claims(const std::string& path);
 
 struct ClaimCheckOptions {
-  double tolerance = 0.15;        // between statements (published figures are rounded)
-  double model_tolerance = 0.25;  // beyond dtplan's prediction (docs/claims.md)
-  int threads = 0;                // for the search when no layout is stated
+  double tolerance = 0.15;  // between statements (published figures are rounded)
+  // Beyond dtplan's prediction, where the plan's regime has no error band; with one, a claim may
+  // beat the prediction by the band's p10 (measured / predicted) and `tolerance` (docs/claims.md).
+  double model_tolerance = 0.25;
+  int threads = 0;  // for the search when no layout is stated
 };
 
 // One finding: which statements it concerns and the arithmetic, in a sentence.
