@@ -98,7 +98,8 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
     bands.cases_file = std::filesystem::path(cases_path).filename().string();
     for (const CaseResult& r : results)
       if (r.skipped.empty() && r.predicted_s > 0)
-        bands.records.push_back({r.id, r.group, r.regime, r.measured_s / r.predicted_s});
+        bands.records.push_back(
+            {r.id, r.group, r.regime, r.measured_s / r.predicted_s, r.num_gpus, r.seq_len});
     const BandCoverage by_group = leave_one_out_coverage(bands, false);
     const BandCoverage by_family = leave_one_out_coverage(bands, true);
     if (!bands_out.empty()) {

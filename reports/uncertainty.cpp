@@ -37,6 +37,19 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
                        "cases that differ in {}",
                        r.describe(), u.band.cases, fmt::join(u.band.dropped, ", "))});
   }
+  // Beyond the record's range: a run much larger or a sequence much longer than any the band
+  // was built on (twice the largest).
+  if (u.band.found && u.band.max_gpus > 0 && c.num_gpus > 2 * u.band.max_gpus)
+    u.warnings.push_back(
+        {"outside-record",
+         fmt::format("{} GPUs: the largest published run the band is built on used {}", c.num_gpus,
+                     u.band.max_gpus)});
+  if (u.band.found && u.band.max_seq_len > 0 && w.seq_len > 2 * u.band.max_seq_len)
+    u.warnings.push_back(
+        {"outside-record",
+         fmt::format("sequences of {} tokens: the longest among the published runs the band is "
+                     "built on is {}",
+                     w.seq_len, u.band.max_seq_len)});
   for (const std::string& f : calibration_flags) u.warnings.push_back({"outside-calibration", f});
   const double lo = u.band.found ? u.band.low : 1, hi = u.band.found ? u.band.high : 1;
   u.step_low_s = e.step_time_s * lo;

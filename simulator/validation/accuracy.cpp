@@ -287,6 +287,7 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   r.measured_peak_memory_gib = c.measured_peak_memory_gib;
   r.num_gpus = c.num_gpus;
   r.global_batch = c.workload.global_batch;
+  r.seq_len = c.workload.seq_len;
   const FrameworkProfile* fprof =
       opt.framework && c.framework.name ? opt.framework(*c.framework.name) : nullptr;
   const FrameworkSettings fw = framework_settings(c.framework, opt, fprof);

@@ -114,6 +114,7 @@ struct CaseResult {
   std::string attention_kernel;  // the framework profile's kernel ("" : the hardware default)
   int num_gpus = 0;
   int64_t global_batch = 0;
+  int64_t seq_len = 0;
   std::optional<double> measured_peak_memory_gib, predicted_peak_memory_gib;
   // Whether the evaluated layout fits in memory by the model (false only for a case whose one
   // valid candidate is taken as it ran).

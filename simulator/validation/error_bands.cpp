@@ -126,6 +126,10 @@ ErrorBand band_for(const ErrorBandTable& t, const Regime& r, const std::string& 
     b.groups = static_cast<int>(per_group.size());
     for (int f = 0; f < dropped; ++f) b.dropped.push_back(kFeatureNames[f]);
     b.regime = r.describe();
+    for (const BandRecord* rec : match) {
+      b.max_gpus = std::max(b.max_gpus, rec->gpus);
+      b.max_seq_len = std::max(b.max_seq_len, rec->seq_len);
+    }
     return b;
   }
   return b;
@@ -163,9 +167,10 @@ std::string bands_to_json(const ErrorBandTable& t) {
     const BandRecord& r = t.records[i];
     o += fmt::format(
         "    {{\"id\": \"{}\", \"group\": \"{}\", \"generation\": \"{}\", \"fp8\": {}, "
-        "\"zero3\": {}, \"moe\": {}, \"cp\": {}, \"scale\": {}, \"ratio\": {:.9g}}}{}\n",
+        "\"zero3\": {}, \"moe\": {}, \"cp\": {}, \"scale\": {}, \"gpus\": {}, \"seq\": {}, "
+        "\"ratio\": {:.9g}}}{}\n",
         r.id, r.group, r.regime.generation, r.regime.fp8, r.regime.zero3, r.regime.moe, r.regime.cp,
-        r.regime.scale, r.ratio, i + 1 < t.records.size() ? "," : "");
+        r.regime.scale, r.gpus, r.seq_len, r.ratio, i + 1 < t.records.size() ? "," : "");
   }
   o += "  ]\n}\n";
   return o;
@@ -191,6 +196,8 @@ ErrorBandTable load_bands(const std::string& path) {
     r.regime.moe = y.get_bool("moe");
     r.regime.cp = y.get_bool("cp");
     r.regime.scale = static_cast<int>(y.get_int("scale", 0));
+    r.gpus = static_cast<int>(y.get_int("gpus", 1));
+    r.seq_len = y.get_int("seq", 1);
     r.ratio = y.get_double("ratio", 0);
     y.finish();
     t.records.push_back(std::move(r));

@@ -42,6 +42,8 @@ struct BandRecord {
   std::string id, group;
   Regime regime;
   double ratio = 1;  // measured / predicted step time
+  int gpus = 0;      // the run's size and sequence length, for the record's range
+  int64_t seq_len = 0;
 };
 // The publication family of a group: its first '_'-separated token ("vtrain_single_h1024_l12"
 // -> "vtrain"); a band needs two, and leave-one-family-out coverage holds one out.
@@ -60,6 +62,9 @@ struct ErrorBand {
   int cases = 0, groups = 0, families = 0;
   std::vector<std::string> dropped;  // regime features the band could not match
   std::string regime;                // the regime matched, in words
+  // The largest run and the longest sequence among the cases the band is built on.
+  int max_gpus = 0;
+  int64_t max_seq_len = 0;
 };
 
 // The band of `r`, leaving out `exclude_group` (for leave-one-group-out) and, when

@@ -44,6 +44,8 @@ ErrorBandTable record(const std::string& generation) {
     r.regime.generation = generation;
     r.regime.scale = 1;
     r.ratio = 1.0 + 0.02 * i;
+    r.gpus = 64;
+    r.seq_len = 8192;
     t.records.push_back(r);
   }
   return t;
@@ -92,6 +94,12 @@ TEST(Uncertainty, WarningsTravelWithTheNumbers) {
   EXPECT_FALSE(none.band.found);
   EXPECT_TRUE(has(none, "no-error-band"));
   EXPECT_DOUBLE_EQ(none.step_low_s, h.e.step_time_s);
+  // A shape beyond the record: 4x the longest sequence it holds.
+  Case longer = llama8b("dgx-h100");
+  longer.w.seq_len = 4 * 8192;
+  EXPECT_TRUE(has(uncertainty_of(longer.m, longer.c, longer.w, longer.p, longer.e, {}, &hopper),
+                  "outside-record"));
+  EXPECT_FALSE(has(uncertainty_of(h.m, h.c, h.w, h.p, h.e, {}, &hopper), "outside-record"));
   // Inputs outside a calibrated range (calibration_coverage.h) become warnings too.
   const Uncertainty cal =
       uncertainty_of(h.m, h.c, h.w, h.p, h.e, {"GEMM 1 x 2 x 3 is outside ..."}, &hopper);

@@ -28,7 +28,7 @@ ErrorBandTable ten_cases() {
   ErrorBandTable t;
   for (int i = 0; i < 10; ++i)
     t.records.push_back({fmt::format("c{}", i), fmt::format("{}_g{}", i < 5 ? "a" : "b", i),
-                         hopper_bf16(), 1.0 + 0.01 * i});
+                         hopper_bf16(), 1.0 + 0.01 * i, 64, 4096});
   return t;
 }
 
@@ -41,6 +41,8 @@ TEST(ErrorBands, QuantilesOfTheRegime) {
   EXPECT_EQ(b.groups, 10);
   EXPECT_EQ(b.families, 2);
   EXPECT_TRUE(b.dropped.empty());
+  EXPECT_EQ(b.max_gpus, 64);
+  EXPECT_EQ(b.max_seq_len, 4096);
 }
 
 TEST(ErrorBands, EachGroupWeighsAlike) {
@@ -48,8 +50,8 @@ TEST(ErrorBands, EachGroupWeighsAlike) {
   // group weight the two values weigh 1/2 each: the midpoints are 0.25 (1.0) and 0.75 (2.0), so
   // p10 = 1.0 and p90 = 2.0; case-weighted, p90 would still be 1.0.
   ErrorBandTable t;
-  for (int i = 0; i < 9; ++i) t.records.push_back({"x", "a_big", hopper_bf16(), 1.0});
-  t.records.push_back({"y", "b_small", hopper_bf16(), 2.0});
+  for (int i = 0; i < 9; ++i) t.records.push_back({"x", "a_big", hopper_bf16(), 1.0, 8, 2048});
+  t.records.push_back({"y", "b_small", hopper_bf16(), 2.0, 8, 2048});
   const ErrorBand b = band_for(t, hopper_bf16());
   ASSERT_TRUE(b.found);
   EXPECT_DOUBLE_EQ(b.low, 1.0);
@@ -102,13 +104,16 @@ TEST(ErrorBands, TheRecordRoundTripsDeterministically) {
   EXPECT_EQ(back.records.size(), 10u);
   EXPECT_TRUE(back.records[3].regime.moe);
   EXPECT_TRUE(back.records[4].regime.cp);
+  EXPECT_EQ(back.records[4].gpus, 64);
+  EXPECT_EQ(back.records[4].seq_len, 4096);
 }
 
 TEST(ErrorBands, ABadRecordNamesItsPlace) {
   const auto path = std::filesystem::temp_directory_path() / "dtplan_bands_bad.json";
   std::ofstream(path) << "{\"cases_file\": \"x\", \"records\": [\n  {\"id\": \"a\", \"group\": "
                          "\"g\", \"generation\": \"hopper\", \"fp8\": maybe, \"zero3\": false, "
-                         "\"moe\": false, \"cp\": false, \"scale\": 1, \"ratio\": 1.0}]}\n";
+                         "\"moe\": false, \"cp\": false, \"scale\": 1, \"gpus\": 8, \"seq\": 2048, "
+                         "\"ratio\": 1.0}]}\n";
   try {
     load_bands(path.string());
     FAIL() << "accepted";
