@@ -51,6 +51,10 @@ void register_report(CLI::App& app, CommandContext& ctx) {
                  "dtplan report: no model or cluster given; using the built-in example (see "
                  "--help)\n");
     }
+    if (flags.budget_gpu_hours > 0)
+      throw InputError({}, "--budget-gpu-hours",
+                       "applies to `dtplan search` (the answer's GPU count can then be reported "
+                       "with --gpus)");
     if (flags.deadline_days > 0)
       throw InputError({}, "--deadline-days",
                        "applies to `dtplan search` (the answer's GPU count can then be reported "

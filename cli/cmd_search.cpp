@@ -136,10 +136,16 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     // --deadline-days: the fewest GPUs whose best plan trains the tokens in time; without
     // --gpus the ranking below is on that count.
     std::optional<DeadlineAnswer> deadline;
+    std::optional<BudgetAnswer> budget;
+    const int max_gpus = flags.max_gpus > 0      ? flags.max_gpus
+                         : !cluster.file.empty() ? cluster.num_gpus
+                                                 : 1 << 20;
+    if (flags.budget_gpu_hours > 0) {
+      budget = fastest_within_budget(model, cluster, w, setup.space, opt, evaluator,
+                                     flags.budget_gpu_hours, max_gpus);
+      if (flags.spec.gpus == 0 && budget->found) setup.cluster.num_gpus = budget->gpus;
+    }
     if (flags.deadline_days > 0) {
-      const int max_gpus = flags.max_gpus > 0      ? flags.max_gpus
-                           : !cluster.file.empty() ? cluster.num_gpus
-                                                   : 1 << 20;
       deadline = fewest_gpus_for_deadline(model, cluster, w, setup.space, opt, evaluator,
                                           flags.deadline_days, max_gpus);
       if (flags.spec.gpus == 0)
@@ -160,6 +166,23 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     if (json) {
       nlohmann::json j = search_to_json(flags, setup, r, evaluator.name(), refine);
       if (deadline) j["deadline"] = deadline_to_json(*deadline, flags, w);
+      if (budget) {
+        nlohmann::json b = {{"gpu_hours", flags.budget_gpu_hours},
+                            {"train_tokens", w.train_tokens},
+                            {"found", budget->found},
+                            {"peak_bound_gpu_hours", budget->peak_bound_gpu_hours},
+                            {"counts_searched", budget->counts_searched},
+                            {"exhaustive", budget->exhaustive}};
+        if (budget->found) {
+          b["gpus"] = budget->gpus;
+          b["plan"] = budget->best.plan.describe();
+          b["time_to_train_days"] = budget->days;
+          b["gpu_hours_used"] = budget->gpu_hours;
+          b["mfu"] = budget->best.estimate.mfu;
+          if (budget->cost_usd) b["cost_usd"] = *budget->cost_usd;
+        }
+        j["budget"] = b;
+      }
       text = j.dump(2) + "\n";
     } else {
       const std::vector<int64_t>& batches = setup.space.gbs;
@@ -182,6 +205,26 @@ void register_search(CLI::App& app, CommandContext& ctx) {
           r.enumerated, r.elapsed_s, r.plans_per_s(), r.threads, r.evaluated, r.feasible,
           r.exhausted ? "exhausted" : "NOT exhausted");
       if (deadline) fmt::format_to(o, "{}\n", deadline_to_text(*deadline, flags, cluster));
+      if (budget) {
+        if (budget->found)
+          fmt::format_to(
+              o,
+              "budget: {:.3g} GPU-hours train {:.3g}T tokens fastest on {} GPUs: {:.1f} days at "
+              "{:.1f}% MFU, {:.3g} GPU-hours{}, with {}\n  (searched {} GPU counts; {})\n\n",
+              flags.budget_gpu_hours, w.train_tokens / 1e12, budget->gpus, budget->days,
+              100 * budget->best.estimate.mfu, budget->gpu_hours,
+              budget->cost_usd ? fmt::format(", ${:.3g}", *budget->cost_usd) : "",
+              budget->best.plan.describe(), budget->counts_searched,
+              budget->exhaustive
+                  ? "every node count of the last bracket was searched"
+                  : "the bracket was halved first, assuming GPU-hours grow with GPUs");
+        else
+          fmt::format_to(o,
+                         "budget: {:.3g} GPU-hours cannot train {:.3g}T tokens on up to {} GPUs "
+                         "(at 100% MFU it would take {:.3g})\n\n",
+                         flags.budget_gpu_hours, w.train_tokens / 1e12, budget->max_gpus,
+                         budget->peak_bound_gpu_hours);
+      }
       if (r.top.empty()) {
         fmt::format_to(o, "{}",
                        r.enumerated == 0

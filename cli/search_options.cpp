@@ -157,6 +157,12 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
                  "within this many days; without --gpus the ranking is on that count")
       ->check(CLI::Range(1e-3, 1e5))
       ->group(tg);
+  cmd.add_option("--budget-gpu-hours", f.budget_gpu_hours,
+                 "With --train-tokens: the fastest training within this many GPU-hours, on whole "
+                 "nodes; without --gpus the ranking is on that count")
+      ->check(CLI::Range(1.0, 1e12))
+      ->excludes("--deadline-days")
+      ->group(tg);
   cmd.add_option("--max-gpus", f.max_gpus,
                  "With --deadline-days: the largest GPU count to consider (default: the "
                  "cluster YAML's size, or 1048576)")
@@ -203,10 +209,13 @@ SearchSetup make_search_setup(const SearchFlags& f) {
   s.model = load_model(f.spec.model);
   if (f.deadline_days > 0 && f.train_tokens <= 0)
     throw InputError({}, "--deadline-days", "needs --train-tokens (what to train by then)");
-  if (f.max_gpus > 0 && f.deadline_days <= 0)
-    throw InputError({}, "--max-gpus", "applies to --deadline-days");
-  // With a deadline and no GPU count, the count is the answer: one node stands in until then.
-  const bool count_is_answer = f.deadline_days > 0 && f.spec.gpus == 0;
+  if (f.budget_gpu_hours > 0 && f.train_tokens <= 0)
+    throw InputError({}, "--budget-gpu-hours", "needs --train-tokens (what the budget trains)");
+  if (f.max_gpus > 0 && f.deadline_days <= 0 && f.budget_gpu_hours <= 0)
+    throw InputError({}, "--max-gpus", "applies to --deadline-days and --budget-gpu-hours");
+  // With a deadline or a budget and no GPU count, the count is the answer: one node stands in
+  // until then.
+  const bool count_is_answer = (f.deadline_days > 0 || f.budget_gpu_hours > 0) && f.spec.gpus == 0;
   if (count_is_answer) {
     // A cluster YAML gives its size (the most the answer may use); a hardware profile one node
     // until the answer is known.
@@ -335,6 +344,7 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
                 {"no_distinct", f.no_distinct},
                 {"train_tokens", f.train_tokens},
                 {"deadline_days", f.deadline_days},
+                {"budget_gpu_hours", f.budget_gpu_hours},
                 {"max_gpus", f.max_gpus}};
   j["stats"] = {{"enumerated", r.enumerated}, {"evaluated", r.evaluated},
                 {"feasible", r.feasible},     {"exhausted", r.exhausted},
@@ -417,6 +427,7 @@ SearchFlags search_flags_from_json(const std::string& path) {
       f.distinct = g.value("distinct", false);
       f.no_distinct = g.value("no_distinct", false);
       f.deadline_days = g.value("deadline_days", 0.0);
+      f.budget_gpu_hours = g.value("budget_gpu_hours", 0.0);
       f.max_gpus = g.value("max_gpus", 0);
     } else {  // older files: no pins recorded, the whole space is searched
       f.spec.model = j.at("model");

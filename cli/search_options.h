@@ -29,6 +29,7 @@ struct SearchFlags {
   bool distinct = false, no_distinct = false;
   double train_tokens = 0;
   double deadline_days = 0;
+  double budget_gpu_hours = 0;  // the fastest plan within this many GPU-hours (0 = none)
   int max_gpus = 0;
 };
 

@@ -85,4 +85,76 @@ DeadlineAnswer fewest_gpus_for_deadline(const ModelSpec& m, const Cluster& base,
   return a;
 }
 
+BudgetAnswer fastest_within_budget(const ModelSpec& m, const Cluster& base, const Workload& w,
+                                   const SearchSpace& space, const SearchOptions& opt,
+                                   const IEvaluator& evaluator, double budget_gpu_hours,
+                                   int max_gpus) {
+  BudgetAnswer a;
+  const int node = std::max(1, base.profile.node.gpus_per_node);
+  a.max_gpus = max_gpus / node * node;
+  Workload one = w;
+  one.global_batch = 1;
+  Plan p1;
+  p1.gbs = 1;
+  const double flops_per_token =
+      step_flops(m, one, p1, FlopsConvention::kCausalHalf).model / static_cast<double>(w.seq_len);
+  a.peak_bound_gpu_hours =
+      w.train_tokens * flops_per_token / base.profile.gpu.peak_flops(w.precision) / 3600;
+  if (a.peak_bound_gpu_hours > budget_gpu_hours || a.max_gpus < node) return a;
+  // The best plan on `g` GPUs: within the budget (and its figures) or not; no plan is not.
+  struct Probe {
+    bool within = false;
+    Candidate best;
+    double days = 0, gpu_hours = 0;
+  };
+  auto probe = [&](int g) {
+    Probe r;
+    Cluster c = base;
+    c.num_gpus = g;
+    SearchOptions o = opt;
+    o.top_k = 1;
+    o.progress = nullptr;
+    const SearchResult s = search(m, c, w, space, o, evaluator);
+    ++a.counts_searched;
+    if (s.top.empty()) return r;
+    r.best = s.top.front();
+    r.days = w.train_tokens / r.best.estimate.tokens_per_s / units::kSecondsPerDay;
+    r.gpu_hours = g * r.days * 24;
+    r.within = r.gpu_hours <= budget_gpu_hours;
+    return r;
+  };
+  int within = 0, over = 0;
+  for (int g = node; g <= a.max_gpus; g = std::min(2 * g, a.max_gpus)) {
+    if (probe(g).within) {
+      within = g;
+    } else if (within > 0) {
+      over = g;
+      break;
+    }
+    if (g == a.max_gpus) break;
+  }
+  if (within == 0) return a;
+  if (over == 0) over = a.max_gpus + node;  // every probe up to the largest count fits
+  constexpr int kScan = 256;
+  a.exhaustive = true;
+  while ((over - within) / node > kScan) {
+    a.exhaustive = false;
+    const int mid = within + (over - within) / node / 2 * node;
+    (probe(mid).within ? within : over) = mid;
+  }
+  // From the top of the bracket down: the first count within the budget is the largest.
+  for (int g = over - node; g >= within; g -= node) {
+    const Probe r = probe(g);
+    if (!r.within) continue;
+    a.found = true;
+    a.gpus = g;
+    a.best = r.best;
+    a.days = r.days;
+    a.gpu_hours = r.gpu_hours;
+    if (base.profile.usd_per_gpu_hour) a.cost_usd = a.gpu_hours * *base.profile.usd_per_gpu_hour;
+    break;
+  }
+  return a;
+}
+
 }  // namespace dtplan

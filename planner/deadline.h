@@ -40,4 +40,27 @@ DeadlineAnswer fewest_gpus_for_deadline(const ModelSpec& m, const Cluster& base,
                                         const IEvaluator& evaluator, double deadline_days,
                                         int max_gpus);
 
+// The fastest training of `w.train_tokens` within a budget of GPU-hours (GPUs x days x 24), on
+// whole nodes: more GPUs train faster but, as efficiency falls, spend more GPU-hours, so the
+// answer is the largest count whose best plan stays within the budget. Counts of node x 2^k
+// double from one node until one exceeds the budget; the bracket above the last within it is
+// halved while it spans more than 256 node counts (assuming the GPU-hours never fall as GPUs are
+// added at the halving points: `exhaustive` says whether it was), then searched from the top.
+// No count can train within less than the 100%-MFU bound (tokens x FLOPs per token / peak).
+struct BudgetAnswer {
+  bool found = false;
+  int gpus = 0;
+  Candidate best;
+  double days = 0, gpu_hours = 0;
+  std::optional<double> cost_usd;
+  double peak_bound_gpu_hours = 0;  // at 100% MFU, on any count
+  int counts_searched = 0;
+  int max_gpus = 0;
+  bool exhaustive = false;
+};
+BudgetAnswer fastest_within_budget(const ModelSpec& m, const Cluster& base, const Workload& w,
+                                   const SearchSpace& space, const SearchOptions& opt,
+                                   const IEvaluator& evaluator, double budget_gpu_hours,
+                                   int max_gpus);
+
 }  // namespace dtplan

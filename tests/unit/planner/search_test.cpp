@@ -486,3 +486,44 @@ TEST(Search, DistinctLayoutsComeFirst) {
 
 }  // namespace
 }  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// The budget inversion against a brute-force loop over every node count: the fastest training
+// whose GPU-hours stay within the budget.
+TEST(Deadline, FastestWithinABudgetAgreesWithABruteForceLoop) {
+  const ModelSpec m = load_model("llama3-8b");
+  const Cluster base = load_cluster("dgx-h100", 8);
+  Workload w;
+  w.seq_len = 8192;
+  w.global_batch = 512;
+  w.train_tokens = 2e11;
+  AnalyticEvaluator ev;
+  SearchOptions opt;
+  for (double budget : {4500.0, 5000.0, 8000.0}) {
+    const BudgetAnswer a = fastest_within_budget(m, base, w, {}, opt, ev, budget, 512);
+    double brute_days = 1e300;
+    int brute = 0;
+    for (int g = 8; g <= 512; g += 8) {
+      Cluster c = base;
+      c.num_gpus = g;
+      SearchOptions o = opt;
+      o.top_k = 1;
+      const SearchResult r = search(m, c, w, {}, o, ev);
+      if (r.top.empty()) continue;
+      const double days = w.train_tokens / r.top.front().estimate.tokens_per_s / 86400;
+      if (g * days * 24 <= budget && days < brute_days) brute_days = days, brute = g;
+    }
+    ASSERT_NE(brute, 0) << budget;
+    EXPECT_TRUE(a.found && a.exhaustive) << budget;
+    EXPECT_EQ(a.gpus, brute) << budget;
+    EXPECT_NEAR(a.days, brute_days, 1e-9 * brute_days) << budget;
+    EXPECT_LE(a.gpu_hours, budget);
+  }
+  // Below the 100%-MFU bound nothing can.
+  EXPECT_FALSE(fastest_within_budget(m, base, w, {}, opt, ev, 10.0, 512).found);
+}
+
+}  // namespace
+}  // namespace dtplan
