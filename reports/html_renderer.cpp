@@ -1,5 +1,6 @@
 // The HTML format of reports and what-if studies (renderers.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -449,6 +450,14 @@ std::string render_whatif_html(const WhatifData& d) {
   });
   num_row("step time (s)", "{:.3f}", true,
           [](const ScenarioColumn& c) { return c.best.estimate.step_time_s; });
+  text_row("step time p10-p90 (s)", [](const ScenarioColumn& c) {
+    return c.found && c.band ? fmt::format("{:.2f}–{:.2f}", c.step_low_s, c.step_high_s)
+                             : std::string("-");
+  });
+  text_row("warnings", [](const ScenarioColumn& c) {
+    return c.warning_codes.empty() ? std::string("-")
+                                   : fmt::format("{}", fmt::join(c.warning_codes, ", "));
+  });
   num_row("tokens/s per GPU", "{:.0f}", false,
           [](const ScenarioColumn& c) { return c.best.estimate.tokens_per_s_per_gpu; });
   num_row("tokens/s (job)", "{:.0f}", false,

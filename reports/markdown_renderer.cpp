@@ -1,6 +1,7 @@
 // The Markdown format of reports and what-if studies (renderers.h): GitHub-flavoured, no raw
 // HTML; each chart's data is a table.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cctype>
 #include <cmath>
@@ -310,6 +311,14 @@ std::string render_whatif_markdown(const WhatifData& d) {
   });
   num_row("step time (s)", "{:.3f}",
           [](const ScenarioColumn& col) { return col.best.estimate.step_time_s; });
+  text_row("step time p10-p90 (s)", [](const ScenarioColumn& col) {
+    return col.found && col.band ? fmt::format("{:.2f}–{:.2f}", col.step_low_s, col.step_high_s)
+                                 : std::string("-");
+  });
+  text_row("warnings", [](const ScenarioColumn& col) {
+    return col.warning_codes.empty() ? std::string("-")
+                                     : fmt::format("{}", fmt::join(col.warning_codes, ", "));
+  });
   num_row("tokens/s per GPU", "{:.0f}",
           [](const ScenarioColumn& col) { return col.best.estimate.tokens_per_s_per_gpu; });
   num_row("tokens/s (job)", "{:.0f}",

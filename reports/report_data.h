@@ -155,6 +155,11 @@ struct ScenarioColumn {
   // Time to train, when the scenario gives train_tokens (0 otherwise); with failures and
   // checkpoints when the scenario has the reliability figures (at the goodput).
   double train_tokens = 0, time_to_train_days = 0, time_to_train_with_failures_days = 0;
+  // The best plan's p10-p90 (reports/uncertainty.h; band = false without one) and the codes of
+  // the warnings its numbers carry.
+  bool band = false;
+  double step_low_s = 0, step_high_s = 0, days_low = 0, days_high = 0;
+  std::vector<std::string> warning_codes;
 };
 
 struct WhatifData {

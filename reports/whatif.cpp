@@ -11,6 +11,7 @@
 #include "core/yaml_reader.h"
 #include "planner/search.h"
 #include "reports/report_builder.h"
+#include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/i_collective_algorithm.h"
 #include "simulator/cost/reliability.h"
@@ -280,6 +281,11 @@ nlohmann::json column_json(const ScenarioColumn& c) {
                {"mfu", e.mfu},
                {"bubble_fraction", e.bubble_fraction},
                {"peak_memory_gib", e.memory_peak.total_bytes() / units::kGiB}};
+  if (c.band) {
+    j["best"]["step_time_s_interval"] = {c.step_low_s, c.step_high_s};
+    if (c.train_tokens > 0) j["best"]["time_to_train_days_interval"] = {c.days_low, c.days_high};
+  }
+  j["warnings"] = c.warning_codes;
   if (c.train_tokens > 0) {
     j["best"]["train_tokens"] = c.train_tokens;
     j["best"]["time_to_train_days"] = c.time_to_train_days;
@@ -413,6 +419,16 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
         c.checkpoint_interval_s = fc->checkpoint_interval_s;
         c.lost_fraction = fc->lost_fraction;
         c.goodput_tokens_per_s = c.best.estimate.tokens_per_s * (1.0 - c.lost_fraction);
+      }
+      {
+        const Uncertainty u =
+            uncertainty_of(model, cluster, w, r.top.front().plan, r.top.front().estimate);
+        c.band = u.band.found;
+        c.step_low_s = u.step_low_s;
+        c.step_high_s = u.step_high_s;
+        c.days_low = u.days_low;
+        c.days_high = u.days_high;
+        for (const NumberWarning& x : u.warnings) c.warning_codes.push_back(x.code);
       }
       if (w.train_tokens > 0) {
         c.train_tokens = w.train_tokens;
