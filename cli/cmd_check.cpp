@@ -59,7 +59,13 @@ static int run_claims(const std::string& path, const ClaimCheckOptions& opt, boo
     for (const std::string& n : r.notes) text += fmt::format("  note        {}\n", n);
   }
   if (json) {
-    nlohmann::json j = {{"file", path}, {"consistent", !refuted}, {"claims", all}};
+    bool checked = false;
+    for (const auto& c : all) checked = checked || c["checks"].get<int>() > 0;
+    nlohmann::json j = {{"file", path},
+                        {"consistent", refuted   ? nlohmann::json(false)
+                                       : checked ? nlohmann::json(true)
+                                                 : nlohmann::json(nullptr)},
+                        {"claims", all}};
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print("{}", text);
@@ -95,9 +101,16 @@ void register_check(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->callback([&ctx, cmd] {
     if (!claims.empty()) {
+      // The claim file states the run: flags that would state it too are refused, not ignored.
+      for (const char* f : {"--model", "--cluster", "--gpus", "--tp", "--pp", "--dp", "--cp",
+                            "--ep", "--vpp", "--zero", "--mbs", "--gbs", "--seq", "--framework"})
+        if (cmd->count(f) > 0)
+          throw InputError({}, f, "is stated by the claim file: give it there, not with --claims");
       ctx.exit_code = run_claims(claims, claim_opt, json);
       return;
     }
+    for (const char* f : {"--tolerance", "--model-tolerance"})
+      if (cmd->count(f) > 0) throw InputError({}, f, "applies to --claims");
     const bool with_cluster = cmd->count("--cluster") + cmd->count("--gpus") > 0;
     if (!with_cluster && !framework.empty())
       throw InputError({}, "--framework",

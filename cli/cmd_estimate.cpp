@@ -58,7 +58,9 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
     }
     const std::vector<std::string> flags = coverage.warnings();
     // The warnings that travel with the numbers: the framework's, then how sure they are.
-    const Uncertainty u = uncertainty_of(r.model, r.cluster, r.workload, r.plan, e, flags);
+    r.framework = framework_name(fw.framework);
+    const Uncertainty u =
+        uncertainty_of(r.model, r.cluster, r.workload, r.plan, e, r.framework, flags);
     std::string text;
     if (json) {
       nlohmann::json j = estimate_to_json(r, e, opt.flops);

@@ -60,7 +60,7 @@ void register_report(CLI::App& app, CommandContext& ctx) {
                        "applies to `dtplan search` (the answer's GPU count can then be reported "
                        "with --gpus)");
     SearchSetup setup = make_search_setup(flags);
-    const bool distinct = distinct_ranking(flags, true);
+    const bool distinct = distinct_ranking(flags);
     if (distinct) widen_for_distinct(setup, flags);
     SearchResult r = search(setup.model, setup.cluster, setup.workload, setup.space, setup.options,
                             AnalyticEvaluator{});

@@ -148,14 +148,16 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     if (flags.deadline_days > 0) {
       deadline = fewest_gpus_for_deadline(model, cluster, w, setup.space, opt, evaluator,
                                           flags.deadline_days, max_gpus);
-      if (flags.spec.gpus == 0)
-        setup.cluster.num_gpus = deadline->found              ? deadline->gpus
-                                 : deadline->fastest_gpus > 0 ? deadline->fastest_gpus
-                                                              : cluster.num_gpus;
+      if (flags.spec.gpus == 0 && deadline->found) setup.cluster.num_gpus = deadline->gpus;
     }
-    const bool distinct = distinct_ranking(flags, !json);
+    // A deadline or budget that cannot be met without --gpus: the answer says so, and there is
+    // no GPU count to rank plans on.
+    const bool answer_only =
+        flags.spec.gpus == 0 && ((deadline && !deadline->found) || (budget && !budget->found));
+    const bool distinct = distinct_ranking(flags);
     if (distinct) widen_for_distinct(setup, flags);
-    SearchResult r = search(model, cluster, w, setup.space, opt, evaluator);
+    SearchResult r =
+        answer_only ? SearchResult{} : search(model, cluster, w, setup.space, opt, evaluator);
     if (drew) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
     if (refine > 0) refine_top(r, model, cluster, w, opt, DesEvaluator{}, refine);
     if (distinct) distinct_layouts_first(r, static_cast<size_t>(flags.top));
@@ -167,7 +169,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       nlohmann::json j = search_to_json(flags, setup, r, evaluator.name(), refine);
       if (deadline) j["deadline"] = deadline_to_json(*deadline, flags, w);
       if (budget) {
-        nlohmann::json b = {{"gpu_hours", flags.budget_gpu_hours},
+        nlohmann::json b = {{"budget_gpu_hours", flags.budget_gpu_hours},
                             {"train_tokens", w.train_tokens},
                             {"found", budget->found},
                             {"peak_bound_gpu_hours", budget->peak_bound_gpu_hours},
@@ -177,13 +179,21 @@ void register_search(CLI::App& app, CommandContext& ctx) {
           b["gpus"] = budget->gpus;
           b["plan"] = budget->best.plan.describe();
           b["time_to_train_days"] = budget->days;
-          b["gpu_hours_used"] = budget->gpu_hours;
+          b["gpu_hours"] = budget->gpu_hours;
           b["mfu"] = budget->best.estimate.mfu;
           if (budget->cost_usd) b["cost_usd"] = *budget->cost_usd;
         }
         j["budget"] = b;
       }
       text = j.dump(2) + "\n";
+    } else if (answer_only) {
+      if (deadline) text += deadline_to_text(*deadline, flags, cluster);
+      if (budget)
+        text += fmt::format(
+            "budget: {:.3g} GPU-hours cannot train {:.3g}T tokens on up to {} GPUs (at 100% MFU "
+            "it would take {:.3g})\n",
+            flags.budget_gpu_hours, w.train_tokens / 1e12, budget->max_gpus,
+            budget->peak_bound_gpu_hours);
     } else {
       const std::vector<int64_t>& batches = setup.space.gbs;
       const std::string batch = batches.size() > 1
@@ -254,20 +264,21 @@ void register_search(CLI::App& app, CommandContext& ctx) {
         }
         {
           const Candidate& best = r.top.front();
-          const Uncertainty u = uncertainty_of(model, cluster, w, best.plan, best.estimate);
+          const Uncertainty u = uncertainty_of(model, cluster, w, best.plan, best.estimate,
+                                               framework_name(opt.framework));
           if (u.band.found)
-            fmt::format_to(o,
-                           "rank 1: step {:.3f} s, p10-p90 {:.3f}–{:.3f} s (MFU {:.1f}–{:.1f}%{}), "
-                           "from {} published runs like it ({}{})\n",
-                           best.estimate.step_time_s, u.step_low_s, u.step_high_s, 100 * u.mfu_low,
-                           100 * u.mfu_high,
-                           w.train_tokens > 0
-                               ? fmt::format("; {:.1f}–{:.1f} days", u.days_low, u.days_high)
-                               : "",
-                           u.band.cases, u.band.regime,
-                           u.band.dropped.empty()
-                               ? ""
-                               : fmt::format("; not matching {}", fmt::join(u.band.dropped, ", ")));
+            fmt::format_to(
+                o,
+                "rank 1: step {:.3f} s, p10-p90 {:.3f}–{:.3f} s (MFU {:.1f}–{:.1f}%{}), "
+                "from {} published runs like it ({}{})\n",
+                best.estimate.step_time_s, u.step_low_s, u.step_high_s, 100 * u.mfu_low,
+                100 * u.mfu_high,
+                w.train_tokens > 0 ? fmt::format("; {:.1f}–{:.1f} days", u.days_low, u.days_high)
+                                   : "",
+                u.band.cases, u.band.regime,
+                u.band.dropped.empty()
+                    ? ""
+                    : fmt::format("; too few runs to match {}", fmt::join(u.band.dropped, ", ")));
           for (const NumberWarning& wn : u.warnings)
             fmt::format_to(o, "warning [{}]: {}\n", wn.code, wn.message);
         }
@@ -323,7 +334,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
       fmt::print(stderr, "wrote {}\n", csv);
     }
     write_output(text, out);
-    ctx.exit_code = r.top.empty() ? 2 : 0;
+    ctx.exit_code = r.top.empty() && !answer_only ? 2 : 0;
   });
 }
 

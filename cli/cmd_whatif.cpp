@@ -21,14 +21,17 @@ void register_whatif(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--threads", threads, "Search threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--train-tokens", train_tokens,
-                  "Tokens to train: each scenario's time to train (days); the base's train_tokens "
-                  "in the file, if any, is replaced")
+                  "Tokens to train: each scenario's time to train (days); replaces every "
+                  "scenario's train_tokens in the file")
       ->check(CLI::Range(1.0, 1e18));
   cmd->callback([&ctx] {
     const reports::Format format =
         out.empty() ? reports::Format::kMarkdown : reports::format_from_path(out, "--out");
     reports::ScenarioFile f = reports::load_scenarios(file);
-    if (train_tokens > 0) f.base.train_tokens = train_tokens;
+    if (train_tokens > 0) {
+      f.base.train_tokens = train_tokens;
+      for (auto& v : f.variations) v.train_tokens.reset();  // every scenario trains as many
+    }
     const reports::WhatifData data = reports::run_whatif(f, threads);
     const std::string text = reports::render_whatif(data, format);
     if (out.empty()) {

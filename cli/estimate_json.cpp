@@ -83,7 +83,7 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
   j["tokens_per_s_per_gpu"] = e.tokens_per_s_per_gpu;
   if (r.workload.train_tokens > 0) j["time_to_train_days"] = e.time_to_train_days;
   // p10-p90 from dtplan's accuracy record (reports/uncertainty.h); absent without a band.
-  const Uncertainty u = uncertainty_of(r.model, r.cluster, r.workload, p, e);
+  const Uncertainty u = uncertainty_of(r.model, r.cluster, r.workload, p, e, r.framework);
   if (u.band.found) {
     j["step_time_s_interval"] = {u.step_low_s, u.step_high_s};
     j["mfu_interval"] = {u.mfu_low, u.mfu_high};
@@ -130,7 +130,7 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                  r.plan.describe(), e.microbatches, r.workload.seq_len,
                  to_string(r.workload.precision), r.plan.flash_attention ? "flash" : "unfused");
   const double st = e.step_time_s;
-  const Uncertainty u = uncertainty_of(r.model, r.cluster, r.workload, r.plan, e);
+  const Uncertainty u = uncertainty_of(r.model, r.cluster, r.workload, r.plan, e, r.framework);
   const bool band = u.band.found;
   fmt::format_to(
       out, "{:<28} {:>10.3f} s{}\n", "step time", st,
@@ -159,9 +159,9 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                    "  (p10-p90: measured / predicted over {} published runs of {} groups like this "
                    "one: {}{}; docs/accuracy.md)\n",
                    u.band.cases, u.band.groups, u.band.regime,
-                   u.band.dropped.empty()
-                       ? ""
-                       : fmt::format(", not matching {}", fmt::join(u.band.dropped, ", ")));
+                   u.band.dropped.empty() ? ""
+                                          : fmt::format(", too few runs to match {}",
+                                                        fmt::join(u.band.dropped, ", ")));
   fmt::format_to(out, "\ncommunication per GPU per step   {:>10} {:>10} {:>10}\n", "volume", "time",
                  "exposed");
   for (int d = 0; d < kCommDims; ++d)

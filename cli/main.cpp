@@ -12,7 +12,9 @@ int main(int argc, char** argv) {
   CLI::App app{"dtplan: parallelism planner and performance model for large-model training"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dtplan 0.1.0");
-  app.footer("Exit codes: 0 success, 2 bad input (file, flag or layout), 1 internal error.");
+  app.footer(
+      "Exit codes: 0 success, 2 bad input (file, flag or layout), 3 a claim refuted (check "
+      "--claims), 1 internal error.");
   dtplan::cli::CommandContext ctx;
   dtplan::cli::register_list(app, ctx);
   dtplan::cli::register_import_hf(app, ctx);

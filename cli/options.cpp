@@ -172,6 +172,26 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   // last stages give up layers, as the Llama 3 paper's 126 layers on 16 stages: 7 / 8 x 14 / 7)
   // by default, and say so.
   const int chunks = p.pp * p.vpp;
+  // Interleaved, Megatron-Core cannot give the first and last stages fewer layers
+  // (decoder_first/last_pipeline_num_layers must divide by vpp): count the embedding and the
+  // loss as layers instead, where that divides (as the search does).
+  if (!p.uneven_pp && !p.account_for_embedding && !p.account_for_loss && p.vpp > 1 &&
+      r.model.layers % chunks != 0) {
+    if ((r.model.layers + 2) % chunks == 0 && (r.model.layers + 2) / chunks >= 2) {
+      p.account_for_embedding = p.account_for_loss = true;
+      fmt::print(
+          stderr,
+          "dtplan: note: {} layers do not divide into pp*vpp = {} chunks; counting the "
+          "embedding and the loss as layers ({} per chunk: "
+          "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)\n",
+          r.model.layers, chunks, (r.model.layers + 2) / chunks);
+    } else {
+      violations.push_back(
+          {"--vpp", fmt::format("{} layers do not divide into pp*vpp = {} chunks, nor {} with the "
+                                "embedding and loss counted; interleaving needs one of them",
+                                r.model.layers, chunks, r.model.layers + 2)});
+    }
+  }
   if (!p.uneven_pp && !p.account_for_embedding && !p.account_for_loss && chunks > 1 &&
       r.model.layers >= chunks && r.model.layers % chunks != 0 &&
       uneven_split_exists(r.model.layers, chunks)) {

@@ -53,6 +53,7 @@ struct Resolved {
   Cluster cluster;
   Workload workload;
   Plan plan;
+  std::string framework = "megatron";  // whose stack runs it (error bands' regime)
 };
 
 // Prints each violation as "dtplan: error: FLAG: reason"; true when there were any.

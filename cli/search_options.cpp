@@ -164,13 +164,14 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
       ->excludes("--deadline-days")
       ->group(tg);
   cmd.add_option("--max-gpus", f.max_gpus,
-                 "With --deadline-days: the largest GPU count to consider (default: the "
+                 "With --deadline-days or --budget-gpu-hours: the largest GPU count to consider "
+                 "(default: the "
                  "cluster YAML's size, or 1048576)")
       ->check(CLI::Range(1, 1 << 20))
       ->group(tg);
   cmd.add_flag("--distinct", f.distinct,
-               "Rank the best plan of each distinct TP/PP/CP/EP/ZeRO/recompute layout first "
-               "(the default in text and reports; JSON keeps the plain ranking without this)");
+               "Rank the best plan of each distinct TP/PP/CP/EP/ZeRO/recompute layout first, then "
+               "the near-duplicates (the default, in text, JSON and reports alike)");
   cmd.add_flag("--no-distinct", f.no_distinct, "The plain ranking, near-duplicates included")
       ->excludes("--distinct");
   cmd.add_option("--top", f.top, "How many plans to rank")
@@ -288,9 +289,7 @@ SearchSetup make_search_setup(const SearchFlags& f) {
   return s;
 }
 
-bool distinct_ranking(const SearchFlags& f, bool readable) {
-  return !f.no_distinct && (f.distinct || readable);
-}
+bool distinct_ranking(const SearchFlags& f) { return !f.no_distinct; }
 
 void widen_for_distinct(SearchSetup& s, const SearchFlags& f) {
   s.options.top_k = std::max(8 * f.top, 64);
@@ -359,7 +358,8 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   j["rejected"] = rej;
   j["top"] = nlohmann::json::array();
   for (size_t i = 0; i < r.top.size(); ++i) {
-    Resolved res{s.model, s.cluster, s.workload, r.top[i].plan};
+    Resolved res{s.model, s.cluster, s.workload, r.top[i].plan,
+                 framework_name(s.options.framework)};
     nlohmann::json cj = estimate_to_json(res, r.top[i].estimate, FlopsConvention::kCausalHalf);
     cj["rank"] = static_cast<int>(i + 1);
     cj["evaluator"] = static_cast<int>(i) < refined ? "des" : evaluator;
@@ -370,7 +370,8 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   j["warnings"] = nlohmann::json::array();
   if (!r.top.empty()) {
     const Uncertainty u =
-        uncertainty_of(s.model, s.cluster, s.workload, r.top.front().plan, r.top.front().estimate);
+        uncertainty_of(s.model, s.cluster, s.workload, r.top.front().plan, r.top.front().estimate,
+                       framework_name(s.options.framework));
     for (const NumberWarning& w : u.warnings)
       j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
   }

@@ -51,10 +51,11 @@ struct SearchSetup {
 // Loads and checks everything; bad values are InputErrors naming the flag.
 SearchSetup make_search_setup(const SearchFlags& f);
 
-// Whether the ranking shows distinct layouts first: --distinct, or by default where people read
-// it (`readable`: text, report), never with --no-distinct. When it does, the search keeps more
-// plans (8x --top) for distinct_layouts_first to choose from.
-bool distinct_ranking(const SearchFlags& f, bool readable);
+// Whether the ranking shows distinct layouts first: by default (text, JSON and reports alike, so
+// that `launch --from FILE --rank N` runs the plan the text showed as N), not with
+// --no-distinct. When it does, the search keeps more plans (8x --top) for
+// distinct_layouts_first to choose from.
+bool distinct_ranking(const SearchFlags& f);
 void widen_for_distinct(SearchSetup& s, const SearchFlags& f);
 
 // The `dtplan search --json` document, including the flags it ran with ("flags"), so that the

@@ -12,6 +12,7 @@ FrameworkProfile load_framework_profile_file(const std::string& path) {
   FrameworkProfile f;
   f.name = y.get_string("name");
   f.description = y.get_string("description");
+  f.stack = y.opt_enum("stack", {"megatron", "deepspeed", "torchtitan", "other"}).value_or("other");
   YamlMap a = y.get_map("attention");
   YAML::Node kernels = a.child("kernels");
   if (!kernels.IsDefined() || !kernels.IsSequence() || kernels.size() == 0)

@@ -16,6 +16,10 @@ namespace dtplan {
 
 struct FrameworkProfile {
   std::string name, description;
+  // Whose launch rules and software stack the framework runs on: megatron (Megatron-LM, NeMo,
+  // Megatron-Bridge), deepspeed, torchtitan, or other (its own trainer): the regime feature of
+  // dtplan's error bands (simulator/validation/error_bands.h).
+  std::string stack = "other";
   std::vector<std::string> attention_kernels;  // preference order
   std::string attention_source;
   // Defaults when a run does not say (null: the profile does not settle it).

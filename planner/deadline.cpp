@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "core/units.h"
 #include "simulator/cost/flops.h"
@@ -30,6 +32,7 @@ DeadlineAnswer fewest_gpus_for_deadline(const ModelSpec& m, const Cluster& base,
       std::min<double>(a.max_gpus + node, std::ceil(std::max(1.0, bound) / node) * node));
 
   a.fastest_days = std::numeric_limits<double>::infinity();
+  if (a.max_gpus < node) return a;  // not one whole node
   // The best plan on `g` GPUs and whether it meets the deadline.
   auto meets = [&](int g, Candidate* out, double* days) {
     Cluster c = base;
@@ -37,6 +40,8 @@ DeadlineAnswer fewest_gpus_for_deadline(const ModelSpec& m, const Cluster& base,
     SearchOptions o = opt;
     o.top_k = 1;
     o.progress = nullptr;
+    // Time to train is what is asked: rank by step time whatever the caller's objective.
+    o.objective = Objective::kStepTime;
     const SearchResult r = search(m, c, w, space, o, evaluator);
     ++a.counts_searched;
     if (r.top.empty()) return false;
@@ -114,6 +119,8 @@ BudgetAnswer fastest_within_budget(const ModelSpec& m, const Cluster& base, cons
     SearchOptions o = opt;
     o.top_k = 1;
     o.progress = nullptr;
+    // Time to train is what is asked: rank by step time whatever the caller's objective.
+    o.objective = Objective::kStepTime;
     const SearchResult s = search(m, c, w, space, o, evaluator);
     ++a.counts_searched;
     if (s.top.empty()) return r;
@@ -123,9 +130,11 @@ BudgetAnswer fastest_within_budget(const ModelSpec& m, const Cluster& base, cons
     r.within = r.gpu_hours <= budget_gpu_hours;
     return r;
   };
+  std::vector<std::pair<int, Probe>> probed;
   int within = 0, over = 0;
   for (int g = node; g <= a.max_gpus; g = std::min(2 * g, a.max_gpus)) {
-    if (probe(g).within) {
+    probed.emplace_back(g, probe(g));
+    if (probed.back().second.within) {
       within = g;
     } else if (within > 0) {
       over = g;
@@ -140,20 +149,22 @@ BudgetAnswer fastest_within_budget(const ModelSpec& m, const Cluster& base, cons
   while ((over - within) / node > kScan) {
     a.exhaustive = false;
     const int mid = within + (over - within) / node / 2 * node;
-    (probe(mid).within ? within : over) = mid;
+    probed.emplace_back(mid, probe(mid));
+    (probed.back().second.within ? within : over) = mid;
   }
-  // From the top of the bracket down: the first count within the budget is the largest.
-  for (int g = over - node; g >= within; g -= node) {
-    const Probe r = probe(g);
-    if (!r.within) continue;
+  // Every node count of the bracket (and the probes before it): the fastest within the budget.
+  auto take = [&](int g, const Probe& r) {
+    if (!r.within || (a.found && r.days >= a.days)) return;
     a.found = true;
     a.gpus = g;
     a.best = r.best;
     a.days = r.days;
     a.gpu_hours = r.gpu_hours;
-    if (base.profile.usd_per_gpu_hour) a.cost_usd = a.gpu_hours * *base.profile.usd_per_gpu_hour;
-    break;
-  }
+  };
+  for (const auto& [g, r] : probed) take(g, r);
+  for (int g = within + node; g < over && g <= a.max_gpus; g += node) take(g, probe(g));
+  if (a.found && base.profile.usd_per_gpu_hour)
+    a.cost_usd = a.gpu_hours * *base.profile.usd_per_gpu_hour;
   return a;
 }
 

@@ -33,19 +33,20 @@ struct DeadlineAnswer {
 // bracket above the last that failed is halved while it spans more than 256 node counts
 // (assuming more GPUs never make the best plan slower at the halving points: `exhaustive` says
 // whether it was), then every node count of it is searched from below, and the first that meets
-// the deadline is the answer. `base` gives the profile; counts go up to `max_gpus`. Requires
-// w.train_tokens > 0.
+// the deadline is the answer. Each count's plan is ranked by step time (opt.objective aside).
+// `base` gives the profile; counts go up to `max_gpus`. Requires w.train_tokens > 0.
 DeadlineAnswer fewest_gpus_for_deadline(const ModelSpec& m, const Cluster& base, const Workload& w,
                                         const SearchSpace& space, const SearchOptions& opt,
                                         const IEvaluator& evaluator, double deadline_days,
                                         int max_gpus);
 
 // The fastest training of `w.train_tokens` within a budget of GPU-hours (GPUs x days x 24), on
-// whole nodes: more GPUs train faster but, as efficiency falls, spend more GPU-hours, so the
-// answer is the largest count whose best plan stays within the budget. Counts of node x 2^k
-// double from one node until one exceeds the budget; the bracket above the last within it is
-// halved while it spans more than 256 node counts (assuming the GPU-hours never fall as GPUs are
-// added at the halving points: `exhaustive` says whether it was), then searched from the top.
+// whole nodes: more GPUs train faster but, as efficiency falls, spend more GPU-hours. Counts of
+// node x 2^k double from one node until one exceeds the budget; the bracket between the last
+// within it and that one is halved while it spans more than 256 node counts (assuming the
+// GPU-hours never fall as GPUs are added at the halving points: `exhaustive` says whether it
+// was); every node count of the bracket is then searched, and the fastest within the budget
+// among them and the probes is the answer. Each count's plan is ranked by step time.
 // No count can train within less than the 100%-MFU bound (tokens x FLOPs per token / peak).
 struct BudgetAnswer {
   bool found = false;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "core/catalog.h"
 #include "core/units.h"
@@ -12,6 +13,7 @@
 #include "planner/frameworks.h"
 #include "planner/i_evaluator.h"
 #include "planner/search.h"
+#include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/flops.h"
 #include "simulator/validation/error_bands.h"
@@ -91,6 +93,11 @@ Claim read_claim(YamlMap y, int index) {
   // Names are resolved here, so that an unknown one is refused at its place in the file.
   auto resolved = [&](const char* key, std::string (*resolve)(const std::string&)) {
     std::optional<std::string> v = y.opt_string(key);
+    // A path (not a zoo name) is relative to the claim file, as a what-if file's are.
+    if (v &&
+        (v->find('/') != std::string::npos || v->ends_with(".yaml") || v->ends_with(".json")) &&
+        !std::filesystem::path(*v).is_absolute())
+      v = (std::filesystem::path(y.file()).parent_path() / *v).lexically_normal().string();
     if (v) try {
         resolve(*v);
       } catch (const InputError& e) {
@@ -139,7 +146,8 @@ Claim read_claim(YamlMap y, int index) {
 std::string count(double v) {  // 1T, 300B, 16.4M, 3.2K
   const char* unit[] = {"", "K", "M", "B", "T", "P"};
   int k = 0;
-  while (std::abs(v) >= 1000 && k < 5) v /= 1000, ++k;
+  // 999.7 prints as 1e+03 at 3 digits: step up a unit before that.
+  while (std::abs(v) >= 999.5 && k < 5) v /= 1000, ++k;
   return fmt::format("{:.3g}{}", v, unit[k]);
 }
 std::string grouped(long long n) {  // 4,593
@@ -311,9 +319,10 @@ void check_pair(Context& x, const Rate& a, const Rate& b, double tol) {
     // 14 days needs >= 4,593 GPUs at that MFU, or an MFU of 807%".
     const double need_gpus = std::ceil(*x.c.gpus * ratio);
     msg = fmt::format(
-        "{} on {} at {} is not possible: {} gives {} days; {} needs ", b.text, x.gpus_text(),
-        a.text.substr(0, a.text.find(" on ")), a.text.substr(0, a.text.find(" on ")),
-        days_text(x.days_of(a.tokens_per_s)),
+        "{} on {} at {} {}: {} gives {} days; {} needs ", b.text, x.gpus_text(),
+        a.text.substr(0, a.text.find(" on ")),
+        ratio > 1 ? "is not possible" : "does not add up (the run took longer)",
+        a.text.substr(0, a.text.find(" on ")), days_text(x.days_of(a.tokens_per_s)),
         b.code == "days" ? days_text(*x.c.days) + " days" : count(*x.c.gpu_hours) + " GPU-hours");
     if (ratio > 1)
       msg += fmt::format("≥ {} GPUs at that {}", grouped(static_cast<long long>(need_gpus)),
@@ -392,11 +401,18 @@ ModelReading read_with_model(const Claim& c, const ModelSpec& m, const Cluster& 
     if (p->sp) space.sp = *p->sp;
     if (p->recompute) space.recompute = {recompute_of(*p->recompute)};
     if (p->schedule) space.schedules = {*p->schedule};
-    if (p->dp && p->tp && p->pp &&
-        int64_t{*p->dp} * *p->tp * *p->pp * p->cp.value_or(1) != cl.num_gpus) {
-      r.why_none = fmt::format("the layout TP{} PP{} DP{}{} uses {} GPUs, not {}", *p->tp, *p->pp,
-                               *p->dp, p->cp ? fmt::format(" CP{}", *p->cp) : "",
-                               int64_t{*p->dp} * *p->tp * *p->pp * p->cp.value_or(1), cl.num_gpus);
+    // The stated sizes must divide the GPUs (and use all of them when all four are stated).
+    int64_t product = 1;
+    std::string sizes;
+    for (auto [name, v] : {std::pair{"TP", p->tp}, std::pair{"PP", p->pp}, std::pair{"CP", p->cp},
+                           std::pair{"DP", p->dp}})
+      if (v) product *= *v, sizes += fmt::format("{}{}{}", sizes.empty() ? "" : " ", name, *v);
+    const bool all = p->tp && p->pp && p->cp && p->dp;
+    if (all ? product != cl.num_gpus : cl.num_gpus % product != 0) {
+      r.why_none =
+          all ? fmt::format("the layout {} uses {} GPUs, not {}", sizes, product, cl.num_gpus)
+              : fmt::format("the stated sizes {} (product {}) do not divide {} GPUs", sizes,
+                            product, cl.num_gpus);
       return r;
     }
   }
@@ -412,10 +428,21 @@ ModelReading read_with_model(const Claim& c, const ModelSpec& m, const Cluster& 
     // any plan of the space (ZeRO-3 with pipelining, say).
     if (r.best) break;
     SearchOptions so;
-    so.top_k = 1;
+    // A stated DP is not a search pin: keep enough plans to find the best with it.
+    const std::optional<int> dp = c.plan ? c.plan->dp : std::nullopt;
+    so.top_k = dp ? 256 : 1;
     so.framework = f;
     so.threads = opt.threads;
-    const SearchResult s = search(m, cl, w, space, so, evaluator);
+    SearchResult s = search(m, cl, w, space, so, evaluator);
+    if (dp) {
+      std::erase_if(s.top, [&](const Candidate& x) { return x.plan.dp != *dp; });
+      if (s.top.empty() && s.enumerated > 0) {
+        reasons += fmt::format("{}{}: no plan with DP{} among its best 256",
+                               reasons.empty() ? "" : "; ", framework_name(f), *dp);
+        r.why_none = "no plan of this layout is feasible (" + reasons + ")";
+        continue;
+      }
+    }
     if (!s.top.empty()) {
       const Candidate& best = s.top.front();
       if (!r.best || best.estimate.tokens_per_s > r.best->estimate.tokens_per_s) {
@@ -437,9 +464,13 @@ ModelReading read_with_model(const Claim& c, const ModelSpec& m, const Cluster& 
       r.why_none = "no plan of this layout is feasible (" + reasons + ")";
     }
   }
-  if (r.best)
-    if (const ErrorBandTable* t = shipped_bands())
-      r.band = band_for(*t, regime_of(cl.profile, m, w, r.best->plan, cl.num_gpus));
+  if (r.best) {
+    // The best plan's band and the warnings its numbers carry (reports/uncertainty.h).
+    const Uncertainty u = uncertainty_of(m, cl, w, r.best->plan, r.best->estimate, r.framework);
+    r.band = u.band;
+    for (const NumberWarning& x : u.warnings)
+      out.notes.push_back(fmt::format("warning [{}]: {}", x.code, x.message));
+  }
   if (r.best && frameworks.size() > 1) {
     for (const FrameworkWarning& wn : framework_warnings(Framework::kMegatron, r.best->plan))
       out.notes.push_back(wn.message);
@@ -490,6 +521,10 @@ ClaimResult check_claim(const Claim& c, const ClaimCheckOptions& opt) {
     }
     const Precision prec = parse_precision(c.precision).value_or(Precision::kBf16);
     x.peak = hw->gpu.peak_flops(prec);
+    if (x.peak <= 0)
+      throw InputError(c.where, c.name + ": precision",
+                       fmt::format("the {} (profile {}) has no {} tensor-core peak", hw->gpu.name,
+                                   hw->name, c.precision));
     x.gpu = hw->gpu.name;
     out.notes.push_back(fmt::format("peak: {:.0f} TFLOP/s {} per {} (profile {})", x.peak / 1e12,
                                     c.precision, x.gpu, hw->name));
@@ -521,6 +556,10 @@ ClaimResult check_claim(const Claim& c, const ClaimCheckOptions& opt) {
           fmt::format("{} parameters stated; {} has {}", count(*c.params), model->name, count(n))};
       (std::abs(ratio - 1) <= 0.1 ? out.consistent : out.refuted).push_back(f);
     }
+    if (c.active_params)
+      out.notes.push_back(
+          fmt::format("active_params not used: {} gives its own count ({} active per token)",
+                      model->name, count(static_cast<double>(count_params(*model).active()))));
   } else if (c.params || c.active_params) {
     const double n = c.active_params.value_or(*c.params);
     x.flops_per_token = 6 * n;
@@ -584,7 +623,7 @@ ClaimResult check_claim(const Claim& c, const ClaimCheckOptions& opt) {
                     mr.band.regime +
                         (mr.band.dropped.empty()
                              ? ""
-                             : ", not matching " +
+                             : ", too few runs to match " +
                                    fmt::format("{}", fmt::join(mr.band.dropped, ", "))),
                     100 * opt.tolerance, (1 + opt.tolerance) / mr.band.low)
               : fmt::format("no error band: a fixed {:.0f}% tolerance", 100 * opt.model_tolerance);
@@ -594,8 +633,8 @@ ClaimResult check_claim(const Claim& c, const ClaimCheckOptions& opt) {
         if (ratio > allowed)
           out.refuted.push_back(
               {"model", r.code,
-               fmt::format("{} is {:.2g}x what dtplan's model allows{} ({}; {} MFU): more than "
-                           "the {:.2g}x its record admits",
+               fmt::format("{} is {:.3g}x what dtplan's model allows{} ({}; {} MFU): more than "
+                           "the {:.3g}x its record admits",
                            r.text, ratio, c.plan ? " for the stated layout" : " on these GPUs",
                            plan, pct(e.mfu), allowed)});
         else

@@ -6,7 +6,8 @@
 namespace dtplan {
 
 Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                           const Estimate& e, const std::vector<std::string>& calibration_flags,
+                           const Estimate& e, const std::string& framework,
+                           const std::vector<std::string>& calibration_flags,
                            const ErrorBandTable* table) {
   Uncertainty u;
   const HardwareProfile& hw = c.profile;
@@ -17,7 +18,7 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
                      "microbenchmarks), not fitted to measured runs, and it holds no calibration",
                      hw.name)});
   if (!table) table = shipped_bands();
-  const Regime r = regime_of(hw, m, w, p, c.num_gpus);
+  const Regime r = regime_of(hw, m, w, p, c.num_gpus, framework);
   if (!table) {
     u.warnings.push_back({"no-error-band",
                           "no error-band record (accuracy/error_bands.json in the data directory): "
@@ -34,8 +35,9 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
       u.warnings.push_back(
           {"regime-sparse",
            fmt::format("few published runs match this regime ({}): the band is taken from {} "
-                       "cases that differ in {}",
-                       r.describe(), u.band.cases, fmt::join(u.band.dropped, ", "))});
+                       "cases that match {} only (dropped: {})",
+                       r.describe(), u.band.cases, u.band.regime,
+                       fmt::join(u.band.dropped, ", "))});
   }
   // Beyond the record's range: a run much larger or a sequence much longer than any the band
   // was built on (twice the largest).

@@ -33,8 +33,9 @@ struct Uncertainty {
 // The band of the plan's regime in `table` (nullptr: the shipped one) and the warnings:
 // a profile whose efficiency is not fitted, a regime with few cases, no band at all, and the
 // calibration-coverage lines given (calibration_coverage.h).
+// `framework`: the stack the plan runs on (megatron, deepspeed, torchtitan; framework_name()).
 Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                           const Estimate& e,
+                           const Estimate& e, const std::string& framework,
                            const std::vector<std::string>& calibration_flags = {},
                            const ErrorBandTable* table = nullptr);
 

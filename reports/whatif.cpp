@@ -421,8 +421,8 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
         c.goodput_tokens_per_s = c.best.estimate.tokens_per_s * (1.0 - c.lost_fraction);
       }
       {
-        const Uncertainty u =
-            uncertainty_of(model, cluster, w, r.top.front().plan, r.top.front().estimate);
+        const Uncertainty u = uncertainty_of(model, cluster, w, r.top.front().plan,
+                                             r.top.front().estimate, framework_name(opt.framework));
         c.band = u.band.found;
         c.step_low_s = u.step_low_s;
         c.step_high_s = u.step_high_s;

@@ -436,7 +436,8 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   r.predicted_s = best;
   r.error_pct = (best - r.measured_s) / r.measured_s * 100.0;
   r.plan = best_plan->describe();
-  r.regime = regime_of(cluster.profile, c.model, c.workload, *best_plan, c.num_gpus);
+  r.regime = regime_of(cluster.profile, c.model, c.workload, *best_plan, c.num_gpus,
+                       fprof ? fprof->stack : "other");
   r.predicted_peak_memory_gib = best_est.memory_peak.total_bytes() / units::kGiB;
   r.fits = best_est.fits;
   return r;

@@ -21,12 +21,27 @@ constexpr int kMinFamilies = 2;  // from this many publication families
 constexpr double kLow = 0.10, kHigh = 0.90;
 
 // The features in the order a sparse regime gives them up.
-enum Feature { kScale, kCp, kMoe, kZero3, kFp8, kGeneration, kNumFeatures };
-const char* const kFeatureNames[kNumFeatures] = {"scale",  "context parallelism", "MoE",
-                                                 "ZeRO-3", "precision",           "GPU generation"};
+enum Feature {
+  kCalibrated,
+  kScale,
+  kCp,
+  kMoe,
+  kFramework,
+  kZero3,
+  kFp8,
+  kGeneration,
+  kNumFeatures
+};
+const char* const kFeatureNames[kNumFeatures] = {
+    "calibration", "scale",  "context parallelism", "MoE",
+    "framework",   "ZeRO-3", "precision",           "GPU generation"};
 
 bool same(const Regime& a, const Regime& b, Feature f) {
   switch (f) {
+    case kCalibrated:
+      return a.calibrated == b.calibrated;
+    case kFramework:
+      return a.framework == b.framework;
     case kScale:
       return a.scale == b.scale;
     case kCp:
@@ -73,18 +88,39 @@ std::string gpu_generation(const std::string& name) {
   return "other";
 }
 
+std::string Regime::describe_matched(int dropped) const {
+  // The features in Feature order, each with its words; the first `dropped` are left out.
+  const std::string words[kNumFeatures] = {calibrated ? "calibrated profile" : "stock profile",
+                                           scale == 0   ? "1-8 GPUs"
+                                           : scale == 1 ? "9-256 GPUs"
+                                                        : "257+ GPUs",
+                                           cp ? "CP" : "no CP",
+                                           moe ? "MoE" : "dense",
+                                           framework,
+                                           zero3 ? "ZeRO-3/FSDP" : "ZeRO 0-2",
+                                           fp8 ? "fp8" : "16-bit",
+                                           generation};
+  std::string s;
+  for (int f = kNumFeatures - 1; f >= std::max(0, dropped); --f)
+    s += (s.empty() ? "" : ", ") + words[f];
+  return s;
+}
+
 std::string Regime::describe() const {
-  return fmt::format("{}, {}, {}, {}, {}, {}", generation, fp8 ? "fp8" : "16-bit",
-                     zero3 ? "ZeRO-3/FSDP" : "ZeRO 0-2", moe ? "MoE" : "dense", cp ? "CP" : "no CP",
+  return fmt::format("{}{}, {}, {}, {}, {}, {}, {}", generation, calibrated ? " (calibrated)" : "",
+                     framework, fp8 ? "fp8" : "16-bit", zero3 ? "ZeRO-3/FSDP" : "ZeRO 0-2",
+                     moe ? "MoE" : "dense", cp ? "CP" : "no CP",
                      scale == 0   ? "1-8 GPUs"
                      : scale == 1 ? "9-256 GPUs"
                                   : "257+ GPUs");
 }
 
 Regime regime_of(const HardwareProfile& hw, const ModelSpec& m, const Workload& w, const Plan& p,
-                 int num_gpus) {
+                 int num_gpus, const std::string& framework) {
   Regime r;
   r.generation = gpu_generation(hw.gpu.name);
+  r.framework = framework;
+  r.calibrated = !hw.calibration.empty();
   r.fp8 = w.precision == Precision::kFp8;
   r.zero3 = p.zero >= 3;
   r.moe = m.moe.has_value();
@@ -98,7 +134,8 @@ std::string band_family(const std::string& group) { return group.substr(0, group
 ErrorBand band_for(const ErrorBandTable& t, const Regime& r, const std::string& exclude_group,
                    const std::string& exclude_family) {
   ErrorBand b;
-  for (int dropped = 0; dropped <= kNumFeatures; ++dropped) {
+  // The GPU generation is never given up: a band from other generations is no band.
+  for (int dropped = 0; dropped < kNumFeatures; ++dropped) {
     std::map<std::string, int> per_family, per_group;
     std::vector<const BandRecord*> match;
     for (const BandRecord& rec : t.records) {
@@ -125,7 +162,7 @@ ErrorBand band_for(const ErrorBandTable& t, const Regime& r, const std::string& 
     b.families = static_cast<int>(per_family.size());
     b.groups = static_cast<int>(per_group.size());
     for (int f = 0; f < dropped; ++f) b.dropped.push_back(kFeatureNames[f]);
-    b.regime = r.describe();
+    b.regime = r.describe_matched(dropped);
     for (const BandRecord* rec : match) {
       b.max_gpus = std::max(b.max_gpus, rec->gpus);
       b.max_seq_len = std::max(b.max_seq_len, rec->seq_len);
@@ -166,11 +203,13 @@ std::string bands_to_json(const ErrorBandTable& t) {
   for (size_t i = 0; i < t.records.size(); ++i) {
     const BandRecord& r = t.records[i];
     o += fmt::format(
-        "    {{\"id\": \"{}\", \"group\": \"{}\", \"generation\": \"{}\", \"fp8\": {}, "
+        "    {{\"id\": \"{}\", \"group\": \"{}\", \"generation\": \"{}\", \"framework\": "
+        "\"{}\", \"calibrated\": {}, \"fp8\": {}, "
         "\"zero3\": {}, \"moe\": {}, \"cp\": {}, \"scale\": {}, \"gpus\": {}, \"seq\": {}, "
         "\"ratio\": {:.9g}}}{}\n",
-        r.id, r.group, r.regime.generation, r.regime.fp8, r.regime.zero3, r.regime.moe, r.regime.cp,
-        r.regime.scale, r.gpus, r.seq_len, r.ratio, i + 1 < t.records.size() ? "," : "");
+        r.id, r.group, r.regime.generation, r.regime.framework, r.regime.calibrated, r.regime.fp8,
+        r.regime.zero3, r.regime.moe, r.regime.cp, r.regime.scale, r.gpus, r.seq_len, r.ratio,
+        i + 1 < t.records.size() ? "," : "");
   }
   o += "  ]\n}\n";
   return o;
@@ -191,6 +230,8 @@ ErrorBandTable load_bands(const std::string& path) {
     r.id = y.get_string("id");
     r.group = y.get_string("group");
     r.regime.generation = y.get_string("generation");
+    r.regime.framework = y.get_string("framework");
+    r.regime.calibrated = y.get_bool("calibrated");
     r.regime.fp8 = y.get_bool("fp8");
     r.regime.zero3 = y.get_bool("zero3");
     r.regime.moe = y.get_bool("moe");

@@ -8,9 +8,9 @@
 // accuracy/error_bands.json, and a test fails when it is stale. A prediction's band is the
 // p10-p90 of measured/predicted over the cases of its regime, each group (one measured
 // configuration series) weighing alike; a regime with fewer than 8 cases or 2 publication
-// families drops its least telling features in a fixed order
-// (scale, context parallelism, MoE, ZeRO-3, precision, GPU generation) until enough remain, and
-// the band says which it dropped.
+// families drops its least telling features in a fixed order (calibration, scale, context
+// parallelism, MoE, framework, ZeRO-3, precision) until enough remain, and the band says which it
+// dropped; the GPU generation is never dropped (no band then).
 #pragma once
 
 #include <string>
@@ -24,19 +24,25 @@ namespace dtplan {
 
 struct Regime {
   std::string generation;  // "ampere", "hopper", "blackwell" or "other" (from the GPU's name)
+  std::string framework = "megatron";  // the stack: megatron, deepspeed, torchtitan, other
+  bool calibrated = false;             // the hardware profile holds calibration tables
   bool fp8 = false;
   bool zero3 = false;  // parameters sharded (ZeRO-3 / FSDP)
   bool moe = false;
   bool cp = false;               // context parallelism
   int scale = 0;                 // 0: one node's worth (<= 8 GPUs), 1: <= 256 GPUs, 2: more
-  std::string describe() const;  // "hopper, fp8, ZeRO 0-2, dense, no CP, 257+ GPUs"
+  std::string describe() const;  // "hopper, megatron, fp8, ZeRO 0-2, dense, no CP, 257+ GPUs"
+  // The features a band matched, most telling first, leaving out the `dropped` it gave up
+  // (error_bands.cpp's order): "hopper, 16-bit, ZeRO 0-2".
+  std::string describe_matched(int dropped) const;
 };
 
 // The generation of a GPU from its name: A100/A800/A30 ampere, H100/H200/H800/H20 hopper,
 // B200/B300/GB200/GB300 blackwell.
 std::string gpu_generation(const std::string& gpu_name);
+// `framework`: the stack the plan runs on (FrameworkProfile::stack, or a --framework name).
 Regime regime_of(const HardwareProfile& hw, const ModelSpec& m, const Workload& w, const Plan& p,
-                 int num_gpus);
+                 int num_gpus, const std::string& framework);
 
 struct BandRecord {
   std::string id, group;
@@ -61,7 +67,7 @@ struct ErrorBand {
   double low = 1, high = 1;
   int cases = 0, groups = 0, families = 0;
   std::vector<std::string> dropped;  // regime features the band could not match
-  std::string regime;                // the regime matched, in words
+  std::string regime;                // the features matched, in words
   // The largest run and the longest sequence among the cases the band is built on.
   int max_gpus = 0;
   int64_t max_seq_len = 0;

@@ -150,10 +150,18 @@ global_batch: 512
   const ClaimResult slow = check_claim(load_one("slow", base + "mfu: 0.2\n"));
   EXPECT_TRUE(slow.refuted.empty()) << dump(slow);
   EXPECT_TRUE(has(slow.consistent, "model", "within dtplan's model")) << dump(slow);
-  // A stated layout that does not use the GPUs.
+  // A stated layout that does not use the GPUs, or whose stated sizes do not divide them; an
+  // unstated size is searched (CP2 fills TP8 PP2 DP2 to 64 GPUs).
   const ClaimResult bad =
-      check_claim(load_one("layout", base + "mfu: 0.4\nplan: {tp: 8, pp: 2, dp: 2}\n"));
+      check_claim(load_one("layout", base + "mfu: 0.4\nplan: {tp: 8, pp: 2, cp: 1, dp: 2}\n"));
   EXPECT_TRUE(has(bad.refuted, "layout", "uses 32 GPUs, not 64")) << dump(bad);
+  const ClaimResult odd = check_claim(load_one("odd", base + "mfu: 0.4\nplan: {tp: 8, dp: 3}\n"));
+  EXPECT_TRUE(has(odd.refuted, "layout", "TP8 DP3 (product 24) do not divide 64 GPUs"))
+      << dump(odd);
+  const ClaimResult filled =
+      check_claim(load_one("filled", base + "mfu: 0.3\nplan: {tp: 8, pp: 2, dp: 2}\n"));
+  EXPECT_TRUE(filled.refuted.empty()) << dump(filled);
+  EXPECT_TRUE(has(filled.derived, "model", "DP2 CP2")) << dump(filled);
 }
 
 TEST(Claims, ParamsAreCheckedAgainstTheNamedModel) {

@@ -42,6 +42,7 @@ ErrorBandTable record(const std::string& generation) {
     r.id = std::to_string(i);
     r.group = (i % 2 ? "fa_" : "fb_") + std::to_string(i);
     r.regime.generation = generation;
+    r.regime.framework = "megatron";
     r.regime.scale = 1;
     r.ratio = 1.0 + 0.02 * i;
     r.gpus = 64;
@@ -59,7 +60,7 @@ bool has(const Uncertainty& u, const std::string& code) {
 TEST(Uncertainty, TheBandScalesEachFigure) {
   const Case k = llama8b("dgx-h100");
   const ErrorBandTable t = record("hopper");
-  const Uncertainty u = uncertainty_of(k.m, k.c, k.w, k.p, k.e, {}, &t);
+  const Uncertainty u = uncertainty_of(k.m, k.c, k.w, k.p, k.e, "megatron", {}, &t);
   ASSERT_TRUE(u.band.found);
   EXPECT_DOUBLE_EQ(u.step_low_s, k.e.step_time_s * u.band.low);
   EXPECT_DOUBLE_EQ(u.step_high_s, k.e.step_time_s * u.band.high);
@@ -77,32 +78,40 @@ TEST(Uncertainty, WarningsTravelWithTheNumbers) {
   // dgx-h100's efficiency is initial values (efficiency.status); dgx-a100-80g's is fitted.
   const Case h = llama8b("dgx-h100");
   const ErrorBandTable hopper = record("hopper");
-  EXPECT_TRUE(has(uncertainty_of(h.m, h.c, h.w, h.p, h.e, {}, &hopper), "profile-not-fitted"));
+  EXPECT_TRUE(
+      has(uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron", {}, &hopper), "profile-not-fitted"));
   const Case a = llama8b("dgx-a100-80g");
   const ErrorBandTable ampere = record("ampere");
-  const Uncertainty fitted = uncertainty_of(a.m, a.c, a.w, a.p, a.e, {}, &ampere);
+  const Uncertainty fitted = uncertainty_of(a.m, a.c, a.w, a.p, a.e, "megatron", {}, &ampere);
   EXPECT_FALSE(has(fitted, "profile-not-fitted"));
   EXPECT_TRUE(fitted.warnings.empty());
-  // A record without this generation: the band falls back to other GPUs, and says so.
-  const Uncertainty sparse = uncertainty_of(h.m, h.c, h.w, h.p, h.e, {}, &ampere);
+  // A record without this generation: no band (other GPUs do not stand in).
+  const Uncertainty other_gpus = uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron", {}, &ampere);
+  EXPECT_FALSE(other_gpus.band.found);
+  EXPECT_TRUE(has(other_gpus, "no-error-band"));
+  // A record of this generation under another framework: the band drops the framework, and says
+  // so.
+  const Uncertainty sparse = uncertainty_of(h.m, h.c, h.w, h.p, h.e, "torchtitan", {}, &hopper);
   ASSERT_TRUE(sparse.band.found);
   EXPECT_TRUE(has(sparse, "regime-sparse"));
   // A record too small for any band: no interval, and a warning.
   ErrorBandTable tiny = record("hopper");
   tiny.records.resize(3);
-  const Uncertainty none = uncertainty_of(h.m, h.c, h.w, h.p, h.e, {}, &tiny);
+  const Uncertainty none = uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron", {}, &tiny);
   EXPECT_FALSE(none.band.found);
   EXPECT_TRUE(has(none, "no-error-band"));
   EXPECT_DOUBLE_EQ(none.step_low_s, h.e.step_time_s);
   // A shape beyond the record: 4x the longest sequence it holds.
   Case longer = llama8b("dgx-h100");
   longer.w.seq_len = 4 * 8192;
-  EXPECT_TRUE(has(uncertainty_of(longer.m, longer.c, longer.w, longer.p, longer.e, {}, &hopper),
-                  "outside-record"));
-  EXPECT_FALSE(has(uncertainty_of(h.m, h.c, h.w, h.p, h.e, {}, &hopper), "outside-record"));
+  EXPECT_TRUE(
+      has(uncertainty_of(longer.m, longer.c, longer.w, longer.p, longer.e, "megatron", {}, &hopper),
+          "outside-record"));
+  EXPECT_FALSE(
+      has(uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron", {}, &hopper), "outside-record"));
   // Inputs outside a calibrated range (calibration_coverage.h) become warnings too.
-  const Uncertainty cal =
-      uncertainty_of(h.m, h.c, h.w, h.p, h.e, {"GEMM 1 x 2 x 3 is outside ..."}, &hopper);
+  const Uncertainty cal = uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron",
+                                         {"GEMM 1 x 2 x 3 is outside ..."}, &hopper);
   EXPECT_TRUE(has(cal, "outside-calibration"));
 }
 
@@ -113,7 +122,7 @@ TEST(Uncertainty, TheShippedRecordAnswersAnA100Plan) {
   ASSERT_NE(t, nullptr);
   EXPECT_GT(t->records.size(), 1800u);
   const Case a = llama8b("dgx-a100-80g");
-  const Uncertainty u = uncertainty_of(a.m, a.c, a.w, a.p, a.e);
+  const Uncertainty u = uncertainty_of(a.m, a.c, a.w, a.p, a.e, "megatron");
   ASSERT_TRUE(u.band.found);
   EXPECT_TRUE(u.band.dropped.empty());
   EXPECT_GT(u.band.families, 1);

@@ -59,8 +59,9 @@ TEST(ErrorBands, EachGroupWeighsAlike) {
 }
 
 TEST(ErrorBands, ASparseRegimeDropsFeaturesInOrder) {
-  // No FP8 MoE case on 257+ GPUs: the band gives up scale, context parallelism and MoE (in that
-  // order) before precision; these ten are hopper FP8 dense, so it stops after MoE.
+  // No FP8 MoE case on 257+ GPUs: the band gives up calibration, scale, context parallelism and
+  // MoE (in that order) before the framework and precision; these ten are hopper FP8 dense, so it
+  // stops after MoE.
   ErrorBandTable t = ten_cases();
   for (BandRecord& r : t.records) r.regime.fp8 = true;
   Regime want = hopper_bf16();
@@ -69,11 +70,13 @@ TEST(ErrorBands, ASparseRegimeDropsFeaturesInOrder) {
   want.scale = 2;
   const ErrorBand b = band_for(t, want);
   ASSERT_TRUE(b.found);
-  EXPECT_EQ(b.dropped, (std::vector<std::string>{"scale", "context parallelism", "MoE"}));
-  // Nothing of this generation: every feature is dropped, the whole record answers.
+  EXPECT_EQ(b.dropped,
+            (std::vector<std::string>{"calibration", "scale", "context parallelism", "MoE"}));
+  EXPECT_EQ(b.regime, "hopper, fp8, ZeRO 0-2, megatron");
+  // Nothing of this generation: no band (other GPUs do not stand in).
   Regime other = want;
   other.generation = "blackwell";
-  EXPECT_EQ(band_for(t, other).dropped.size(), 6u);
+  EXPECT_FALSE(band_for(t, other).found);
   // Too few cases or a single family: no band.
   ErrorBandTable one_family = ten_cases();
   for (BandRecord& r : one_family.records) r.group = "a_" + r.id;
@@ -111,7 +114,8 @@ TEST(ErrorBands, TheRecordRoundTripsDeterministically) {
 TEST(ErrorBands, ABadRecordNamesItsPlace) {
   const auto path = std::filesystem::temp_directory_path() / "dtplan_bands_bad.json";
   std::ofstream(path) << "{\"cases_file\": \"x\", \"records\": [\n  {\"id\": \"a\", \"group\": "
-                         "\"g\", \"generation\": \"hopper\", \"fp8\": maybe, \"zero3\": false, "
+                         "\"g\", \"generation\": \"hopper\", \"framework\": \"megatron\", "
+                         "\"calibrated\": false, \"fp8\": maybe, \"zero3\": false, "
                          "\"moe\": false, \"cp\": false, \"scale\": 1, \"gpus\": 8, \"seq\": 2048, "
                          "\"ratio\": 1.0}]}\n";
   try {
