@@ -247,17 +247,21 @@ void register_search(CLI::App& app, CommandContext& ctx) {
         const bool gbs_col = batches.size() > 1;
         fmt::format_to(o,
                        "{:>4}  {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>9} {:>4} {:<11} "
-                       "{}{:>9} {:>6} {:>9} {:>8} {:>6} {:>7}{}\n",
+                       "{}{:>9} {:>15} {:>6} {:>9} {:>8} {:>6} {:>7}{}\n",
                        "rank", "TP", "PP", "CP", "EP", "DP", "VPP", "SP", "ZeRO", "recompute",
                        "MBS", "schedule", gbs_col ? fmt::format("{:>6} ", "GBS") : "", "step (s)",
-                       "MFU", "tok/s/GPU", "peak GiB", "comm%", "bubble%",
+                       "p10-p90 (s)", "MFU", "tok/s/GPU", "peak GiB", "comm%", "bubble%",
                        w.train_tokens > 0 ? fmt::format(" {:>8}", "days") : "");
         for (size_t i = 0; i < r.top.size(); ++i) {
           const Candidate& c = r.top[i];
+          const Uncertainty ui =
+              uncertainty_of(model, cluster, w, c.plan, c.estimate, framework_name(opt.framework));
           fmt::format_to(
-              o, "{:>4}  {} {}{:>9.3f} {:>5.1f}% {:>9.0f} {:>8.1f} {:>5.1f}% {:>6.1f}%{}\n", i + 1,
-              layout(c.plan), gbs_col ? fmt::format("{:>6} ", c.plan.gbs) : "",
-              c.estimate.step_time_s, 100 * c.estimate.mfu, c.estimate.tokens_per_s_per_gpu,
+              o, "{:>4}  {} {}{:>9.3f} {:>15} {:>5.1f}% {:>9.0f} {:>8.1f} {:>5.1f}% {:>6.1f}%{}\n",
+              i + 1, layout(c.plan), gbs_col ? fmt::format("{:>6} ", c.plan.gbs) : "",
+              c.estimate.step_time_s,
+              ui.band.found ? fmt::format("{:.4g}–{:.4g}", ui.step_low_s, ui.step_high_s) : "-",
+              100 * c.estimate.mfu, c.estimate.tokens_per_s_per_gpu,
               c.estimate.memory_peak.total_bytes() / gib, 100 * c.estimate.comm_share,
               100 * c.estimate.bubble_fraction,
               w.train_tokens > 0 ? fmt::format(" {:>8.1f}", c.estimate.time_to_train_days) : "");

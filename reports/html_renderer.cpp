@@ -520,6 +520,11 @@ std::string render_whatif_html(const WhatifData& d) {
       return [field](const ScenarioColumn& c) { return c.*field > 0 ? c.*field : std::nan(""); };
     };
     num_row("time to train (days)", "{:.1f}", true, days(&ScenarioColumn::time_to_train_days));
+    text_row("time to train p10-p90 (days)", [](const ScenarioColumn& c) {
+      return c.found && c.band && c.train_tokens > 0
+                 ? fmt::format("{:.1f}–{:.1f}", c.days_low, c.days_high)
+                 : std::string("-");
+    });
     if (reliability)
       num_row("time to train with failures (days)", "{:.1f}", true,
               days(&ScenarioColumn::time_to_train_with_failures_days));

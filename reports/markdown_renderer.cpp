@@ -366,6 +366,11 @@ std::string render_whatif_markdown(const WhatifData& d) {
           [field](const ScenarioColumn& col) { return col.*field > 0 ? col.*field : std::nan(""); };
     };
     num_row("time to train (days)", "{:.1f}", days(&ScenarioColumn::time_to_train_days));
+    text_row("time to train p10-p90 (days)", [](const ScenarioColumn& col) {
+      return col.found && col.band && col.train_tokens > 0
+                 ? fmt::format("{:.1f}–{:.1f}", col.days_low, col.days_high)
+                 : std::string("-");
+    });
     if (reliability)
       num_row("time to train with failures (days)", "{:.1f}",
               days(&ScenarioColumn::time_to_train_with_failures_days));
