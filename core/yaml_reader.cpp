@@ -300,12 +300,16 @@ double scalar_double(const YAML::Node& n, const std::string& file, const std::st
     throw InputError(location_of(n, file), field,
                      fmt::format("expected a number, got {}", kind_name(n)));
   const std::string& s = n.Scalar();
-  if (is_quoted(n))
-    throw InputError(
-        location_of(n, file), field,
-        fmt::format("expected a number, got the string \"{}\" (remove the quotes)", s));
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
+  if (is_quoted(n)) {
+    // Suggest dropping the quotes only where that gives a number.
+    const bool number = !s.empty() && end == s.c_str() + s.size() && std::isfinite(v);
+    throw InputError(
+        location_of(n, file), field,
+        fmt::format("expected a number, got the string \"{}\"{}", s,
+                    number ? " (remove the quotes)" : " (write it as a number: 1e12, 0.45, 4096)"));
+  }
   if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
     throw InputError(location_of(n, file), field, fmt::format("expected a number, got '{}'", s));
   return v;
