@@ -11,6 +11,37 @@
 
 namespace dtplan {
 
+namespace {
+
+// Model FLOPs per token (Megatron's count, as the MFU takes it) at the workload's sequence.
+double model_flops_per_token(const ModelSpec& m, const Workload& w) {
+  Workload one = w;
+  one.global_batch = 1;
+  Plan p;
+  p.gbs = 1;
+  return step_flops(m, one, p, FlopsConvention::kCausalHalf).model / static_cast<double>(w.seq_len);
+}
+
+// The best plan on `gpus` GPUs, ranked by step time (time to train is what both inversions
+// ask, whatever the caller's objective), and its time to train in days; false when none fits.
+bool best_on(const ModelSpec& m, const Cluster& base, const Workload& w, const SearchSpace& space,
+             const SearchOptions& opt, const IEvaluator& evaluator, int gpus, Candidate& best,
+             double& days) {
+  Cluster c = base;
+  c.num_gpus = gpus;
+  SearchOptions o = opt;
+  o.top_k = 1;
+  o.progress = nullptr;
+  o.objective = Objective::kStepTime;
+  const SearchResult r = search(m, c, w, space, o, evaluator);
+  if (r.top.empty()) return false;
+  best = r.top.front();
+  days = w.train_tokens / best.estimate.tokens_per_s / units::kSecondsPerDay;
+  return true;
+}
+
+}  // namespace
+
 DeadlineAnswer fewest_gpus_for_deadline(const ModelSpec& m, const Cluster& base, const Workload& w,
                                         const SearchSpace& space, const SearchOptions& opt,
                                         const IEvaluator& evaluator, double deadline_days,
@@ -19,12 +50,7 @@ DeadlineAnswer fewest_gpus_for_deadline(const ModelSpec& m, const Cluster& base,
   const int node = std::max(1, base.profile.node.gpus_per_node);
   a.max_gpus = max_gpus / node * node;
   // The peak bound: every FLOP of the run at 100% of the peak (model FLOPs as the MFU counts).
-  Workload one = w;
-  one.global_batch = 1;
-  Plan p1;
-  p1.gbs = 1;
-  const double flops_per_token =
-      step_flops(m, one, p1, FlopsConvention::kCausalHalf).model / static_cast<double>(w.seq_len);
+  const double flops_per_token = model_flops_per_token(m, w);
   const double peak = base.profile.gpu.peak_flops(w.precision);
   const double bound =
       w.train_tokens * flops_per_token / (peak * deadline_days * units::kSecondsPerDay);
@@ -35,19 +61,12 @@ DeadlineAnswer fewest_gpus_for_deadline(const ModelSpec& m, const Cluster& base,
   if (a.max_gpus < node) return a;  // not one whole node
   // The best plan on `g` GPUs and whether it meets the deadline.
   auto meets = [&](int g, Candidate* out, double* days) {
-    Cluster c = base;
-    c.num_gpus = g;
-    SearchOptions o = opt;
-    o.top_k = 1;
-    o.progress = nullptr;
-    // Time to train is what is asked: rank by step time whatever the caller's objective.
-    o.objective = Objective::kStepTime;
-    const SearchResult r = search(m, c, w, space, o, evaluator);
+    Candidate best;
+    double d = 0;
     ++a.counts_searched;
-    if (r.top.empty()) return false;
-    const double d = w.train_tokens / r.top.front().estimate.tokens_per_s / units::kSecondsPerDay;
+    if (!best_on(m, base, w, space, opt, evaluator, g, best, d)) return false;
     if (d < a.fastest_days) a.fastest_days = d, a.fastest_gpus = g;
-    if (out) *out = r.top.front();
+    if (out) *out = best;
     if (days) *days = d;
     return d <= deadline_days;
   };
@@ -97,14 +116,8 @@ BudgetAnswer fastest_within_budget(const ModelSpec& m, const Cluster& base, cons
   BudgetAnswer a;
   const int node = std::max(1, base.profile.node.gpus_per_node);
   a.max_gpus = max_gpus / node * node;
-  Workload one = w;
-  one.global_batch = 1;
-  Plan p1;
-  p1.gbs = 1;
-  const double flops_per_token =
-      step_flops(m, one, p1, FlopsConvention::kCausalHalf).model / static_cast<double>(w.seq_len);
-  a.peak_bound_gpu_hours =
-      w.train_tokens * flops_per_token / base.profile.gpu.peak_flops(w.precision) / 3600;
+  a.peak_bound_gpu_hours = w.train_tokens * model_flops_per_token(m, w) /
+                           base.profile.gpu.peak_flops(w.precision) / 3600;
   if (a.peak_bound_gpu_hours > budget_gpu_hours || a.max_gpus < node) return a;
   // The best plan on `g` GPUs: within the budget (and its figures) or not; no plan is not.
   struct Probe {
@@ -114,18 +127,8 @@ BudgetAnswer fastest_within_budget(const ModelSpec& m, const Cluster& base, cons
   };
   auto probe = [&](int g) {
     Probe r;
-    Cluster c = base;
-    c.num_gpus = g;
-    SearchOptions o = opt;
-    o.top_k = 1;
-    o.progress = nullptr;
-    // Time to train is what is asked: rank by step time whatever the caller's objective.
-    o.objective = Objective::kStepTime;
-    const SearchResult s = search(m, c, w, space, o, evaluator);
     ++a.counts_searched;
-    if (s.top.empty()) return r;
-    r.best = s.top.front();
-    r.days = w.train_tokens / r.best.estimate.tokens_per_s / units::kSecondsPerDay;
+    if (!best_on(m, base, w, space, opt, evaluator, g, r.best, r.days)) return r;
     r.gpu_hours = g * r.days * 24;
     r.within = r.gpu_hours <= budget_gpu_hours;
     return r;
