@@ -20,6 +20,7 @@ double nccl_busbw_factor(CollectiveOp op, int n) {
     case CollectiveOp::kAllToAll:
       return n <= 1 ? 1.0 : (nn - 1) / nn;
     case CollectiveOp::kSendRecv:
+    case CollectiveOp::kBroadcast:
       return 1.0;
   }
   return 1.0;

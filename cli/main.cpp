@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   dtplan::cli::register_calibrate(app, ctx);
   dtplan::cli::register_report(app, ctx);
   dtplan::cli::register_whatif(app, ctx);
+  dtplan::cli::register_collective(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

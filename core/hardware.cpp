@@ -56,6 +56,8 @@ const char* to_string(CollectiveOp op) {
       return "all_to_all";
     case CollectiveOp::kSendRecv:
       return "send_recv";
+    case CollectiveOp::kBroadcast:
+      return "broadcast";
     case CollectiveOp::kAllReduce:
       break;
   }
@@ -67,8 +69,8 @@ const char* to_string(CommScope s) {
 }
 
 static CollectiveOp read_op(YamlMap& t) {
-  const std::vector<std::string> ops = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-                                        "send_recv"};
+  const std::vector<std::string> ops = {"all_reduce", "all_gather", "reduce_scatter",
+                                        "all_to_all", "send_recv",  "broadcast"};
   auto op = t.get_enum("op", ops);
   return static_cast<CollectiveOp>(std::find(ops.begin(), ops.end(), op) - ops.begin());
 }

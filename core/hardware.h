@@ -104,7 +104,14 @@ struct GemmMeasurement {
   double tflops = 0;
 };
 
-enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
+enum class CollectiveOp {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kSendRecv,
+  kBroadcast
+};
 enum class CommScope { kIntraNode, kInterNode };
 const char* to_string(CollectiveOp op);
 const char* to_string(CommScope s);
@@ -172,6 +179,9 @@ struct HardwareProfile {
   // NCCL_ALGO pins it ("ring", "tree", ... from `dtplan list collectives`); "" = the fastest
   // registered one per call, as NCCL's tuner picks. Set by a what-if scenario (reports/).
   std::string collective_algorithm;
+  // Parameter servers the `ps` algorithm pushes to and pulls from (0 = one per node of the
+  // group); set by `dtplan collective --servers` and the what-if key `parameter_servers`.
+  int parameter_servers = 0;
 };
 
 HardwareProfile load_profile_file(const std::string& path);

@@ -393,4 +393,67 @@ std::string gantt_svg(const Gantt& c) {
   return o;
 }
 
+std::string line_chart_svg(const LineChart& c) {
+  const double width = 900, height = 440, left = 80, right = 30, top = 60, bottom = 50;
+  const double pw = width - left - right, ph = height - top - bottom;
+  double min_x = 1e300, max_x = 0, min_y = 1e300, max_y = 0;
+  for (const auto& s : c.series)
+    for (const auto& [x, y] : s.points) {
+      if (!(x > 0 && y > 0)) continue;
+      min_x = std::min(min_x, x), max_x = std::max(max_x, x);
+      min_y = std::min(min_y, y), max_y = std::max(max_y, y);
+    }
+  if (!(max_x > 0)) min_x = 1, max_x = 10, min_y = 1, max_y = 10;
+  const double x0 = std::floor(std::log10(min_x)),
+               x1 = std::max(x0 + 1, std::ceil(std::log10(max_x)));
+  const double y0 = std::floor(std::log10(min_y)),
+               y1 = std::max(y0 + 1, std::ceil(std::log10(max_y)));
+  auto X = [&](double v) { return left + pw * (std::log10(v) - x0) / (x1 - x0); };
+  auto Y = [&](double v) { return top + ph - ph * (std::log10(v) - y0) / (y1 - y0); };
+  std::string o;
+  open_svg(o, width, height, c.title);
+  auto out = std::back_inserter(o);
+  std::vector<std::string> names;
+  for (const auto& s : c.series) names.push_back(s.name);
+  legend(o, names, left, 38, pw);
+  for (double d = x0; d <= x1 + 1e-9; ++d)
+    fmt::format_to(out,
+                   "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" "
+                   "y2=\"{2:.1f}\"/><text x=\"{0:.1f}\" y=\"{3:.1f}\" "
+                   "text-anchor=\"middle\">1e{4:.0f}</text>",
+                   X(std::pow(10.0, d)), top, top + ph, top + ph + 14, d);
+  for (double d = y0; d <= y1 + 1e-9; ++d)
+    fmt::format_to(out,
+                   "<line class=\"grid\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{2:.1f}\" "
+                   "y2=\"{1:.1f}\"/><text x=\"{3:.1f}\" y=\"{4:.1f}\" "
+                   "text-anchor=\"end\">1e{5:.0f}</text>",
+                   left, Y(std::pow(10.0, d)), left + pw, left - 4, Y(std::pow(10.0, d)) + 4, d);
+  fmt::format_to(out,
+                 "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}, log scale</text>"
+                 "<text transform=\"translate(14 {:.1f}) rotate(-90)\" "
+                 "text-anchor=\"middle\">{}, log scale</text>",
+                 left + pw / 2, height - 12, html_escape(c.x_label), top + ph / 2,
+                 html_escape(c.y_label));
+  for (size_t m = 0; m < c.markers.size(); ++m) {
+    const auto& [x, label] = c.markers[m];
+    if (!(x > 0)) continue;
+    fmt::format_to(out,
+                   "<line class=\"ref\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" "
+                   "y2=\"{2:.1f}\"/><text x=\"{3:.1f}\" y=\"{4:.1f}\" fill=\"#c00\">{5}</text>",
+                   X(x), top, top + ph, X(x) + 3, top + 12 + 14.0 * static_cast<double>(m % 4),
+                   html_escape(label));
+  }
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    std::string pts;
+    for (const auto& [x, y] : c.series[i].points)
+      if (x > 0 && y > 0) fmt::format_to(std::back_inserter(pts), "{:.1f},{:.1f} ", X(x), Y(y));
+    fmt::format_to(out,
+                   "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\">"
+                   "<title>{}</title></polyline>",
+                   kPalette[i % kPaletteSize], pts, html_escape(c.series[i].name));
+  }
+  o += "</svg>";
+  return o;
+}
+
 }  // namespace dtplan::reports

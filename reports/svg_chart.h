@@ -62,6 +62,19 @@ struct Gantt {
 // kind are one rect, so the size is bounded however many tasks there are.
 std::string gantt_svg(const Gantt& chart);
 
+// Lines on log-log axes (e.g. a collective's time against message size per algorithm), with
+// dashed vertical markers (crossovers).
+struct LineSeries {
+  std::string name;
+  std::vector<std::pair<double, double>> points;  // (x, y), both > 0
+};
+struct LineChart {
+  std::string title, x_label, y_label;
+  std::vector<LineSeries> series;
+  std::vector<std::pair<double, std::string>> markers;  // x and its label
+};
+std::string line_chart_svg(const LineChart& chart);
+
 // The colour the charts give to series `i` (also used by the HTML legend tables).
 const char* chart_colour(int i);
 

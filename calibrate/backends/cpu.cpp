@@ -197,6 +197,9 @@ class CpuSession : public ICalibrationSession {
                          static_cast<int>(floats), MPI_FLOAT, from, 7, comm, MPI_STATUS_IGNORE);
             break;
           }
+          case CollectiveOp::kBroadcast:
+            MPI_Bcast(send.data(), static_cast<int>(floats), MPI_FLOAT, 0, comm);
+            break;
         }
       };
       for (int i = 0; i < o_.warmup; ++i) run();

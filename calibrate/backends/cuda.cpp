@@ -287,6 +287,9 @@ class CudaSession : public ICalibrationSession {
           NCCL_OK(ncclGroupEnd());
           break;
         }
+        case CollectiveOp::kBroadcast:
+          NCCL_OK(ncclBroadcast(send, recv, elems, ncclBfloat16, 0, comm, stream_));
+          break;
       }
     };
     double result = 0;

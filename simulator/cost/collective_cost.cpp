@@ -21,6 +21,7 @@ double busbw_factor(CollectiveOp op, int n) {
     case CollectiveOp::kAllToAll:
       return (nn - 1) / nn;
     case CollectiveOp::kSendRecv:
+    case CollectiveOp::kBroadcast:
       return 1.0;
   }
   return 1.0;
@@ -42,6 +43,8 @@ LinkRates link_rates(const HardwareProfile& hw, const GroupPlacement& g) {
   r.inter_busbw_gbps = std::min(r.intra_busbw_gbps, std::max(node_bw, 1e-3));
   r.alpha_intra_s = hw.node.latency_us * 1e-6;
   r.alpha_inter_s = hw.scale_out.latency_us * 1e-6;
+  r.servers = hw.parameter_servers > 0 ? hw.parameter_servers : std::max(1, g.nodes);
+  r.server_gbps = hw.scale_out.node_gbps() * e.network_bw_fraction;
   return r;
 }
 
@@ -80,24 +83,53 @@ CollectiveCost collective_cost(const HardwareProfile& hw, CollectiveOp op, doubl
   CollectiveCost out{std::numeric_limits<double>::infinity(), ""};
   // A pinned algorithm applies where it implements the call (NCCL_ALGO=Tree still runs
   // all-gathers as rings; a hierarchical all-reduce needs several ranks on several nodes);
-  // elsewhere the fastest registered one.
+  // elsewhere the fastest registered one NCCL would pick.
   if (!hw.collective_algorithm.empty()) {
     for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries()) {
       if (e.name != hw.collective_algorithm || !e.instance->supports(op)) continue;
-      const double t = e.instance->time_s(op, bytes, g, links);
-      if (std::isfinite(t) && t < 1e299) out = {t, e.name.c_str()};
+      const AlgorithmTime t = e.instance->cost(op, bytes, g, links);
+      if (t.supported()) out = {t.time_s(), e.name.c_str()};
     }
   }
   if (!std::isfinite(out.time_s)) {
     for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries()) {
-      if (!e.instance->supports(op)) continue;
-      double t = e.instance->time_s(op, bytes, g, links);
-      if (t < out.time_s) out = {t, e.name.c_str()};
+      if (!e.instance->supports(op) || !e.instance->auto_selected()) continue;
+      const AlgorithmTime t = e.instance->cost(op, bytes, g, links);
+      if (t.supported() && t.time_s() < out.time_s) out = {t.time_s(), e.name.c_str()};
     }
   }
   if (!std::isfinite(out.time_s)) out = {0, "none"};
   out.time_s += hw.efficiency.collective_overhead_us * 1e-6;
   return out;
+}
+
+std::vector<AlgorithmCost> collective_cost_by_algorithm(const HardwareProfile& hw, CollectiveOp op,
+                                                        double bytes, const GroupPlacement& g) {
+  std::vector<AlgorithmCost> out;
+  if (g.size <= 1 || bytes <= 0) return out;
+  const LinkRates links = link_rates(hw, g);
+  for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries()) {
+    if (!e.instance->supports(op)) continue;
+    AlgorithmCost c{e.name, e.instance->cost(op, bytes, g, links), e.instance->auto_selected()};
+    if (!c.time.supported()) continue;
+    c.time.alpha_s += hw.efficiency.collective_overhead_us * 1e-6;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+const char* to_string(Bottleneck b) {
+  switch (b) {
+    case Bottleneck::kNvlink:
+      return "nvlink";
+    case Bottleneck::kNetwork:
+      return "network";
+    case Bottleneck::kServer:
+      return "server";
+    case Bottleneck::kNone:
+      break;
+  }
+  return "none";
 }
 
 }  // namespace dtplan

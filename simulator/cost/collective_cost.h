@@ -2,7 +2,11 @@
 // bus-bandwidth table from the profile when one covers the operation, scope and group size.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "core/hardware.h"
+#include "simulator/cost/i_collective_algorithm.h"
 #include "simulator/workload/op.h"
 
 namespace dtplan {
@@ -14,5 +18,15 @@ struct CollectiveCost {
 
 CollectiveCost collective_cost(const HardwareProfile& hw, CollectiveOp op, double bytes,
                                const GroupPlacement& g);
+
+// Every registered algorithm that implements the call, analytically (calibrated tables aside),
+// each with its alpha/beta split and bottleneck; the per-collective overhead is in alpha.
+struct AlgorithmCost {
+  std::string algorithm;
+  AlgorithmTime time;
+  bool auto_selected = true;  // one NCCL's tuner may pick (not a parameter server)
+};
+std::vector<AlgorithmCost> collective_cost_by_algorithm(const HardwareProfile& hw, CollectiveOp op,
+                                                        double bytes, const GroupPlacement& g);
 
 }  // namespace dtplan

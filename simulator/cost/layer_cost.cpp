@@ -27,6 +27,7 @@ double sent_bytes(const Op& o) {
     case CollectiveOp::kAllToAll:
       return o.bytes * (n - 1.0) / n;
     case CollectiveOp::kSendRecv:
+    case CollectiveOp::kBroadcast:
       return o.bytes;
   }
   return o.bytes;

@@ -10,18 +10,18 @@ namespace {
 class Hierarchical final : public ICollectiveAlgorithm {
  public:
   bool supports(CollectiveOp op) const override { return op == CollectiveOp::kAllReduce; }
-  double time_s(CollectiveOp, double bytes, const GroupPlacement& g,
-                const LinkRates& l) const override {
+  AlgorithmTime cost(CollectiveOp op, double bytes, const GroupPlacement& g,
+                     const LinkRates& l) const override {
     const int k = g.ranks_per_node, nodes = g.nodes;
-    if (k <= 1 || nodes <= 1) return 1e300;
-    const double intra =
-        (k - 1) * l.alpha_intra_s + bytes * (k - 1.0) / k / (l.intra_busbw_gbps * 1e9);
+    if (!supports(op) || k <= 1 || nodes <= 1) return kUnsupported;
+    const double intra_beta = bytes * (k - 1.0) / k / (l.intra_busbw_gbps * 1e9);
     // Each of the k ranks all-reduces its S/k shard with its peers on the other nodes over its
     // own NIC share (inter_busbw is the whole group's per-node share; one rail gets 1/k of it).
     const double rail_bw = l.inter_busbw_gbps / k;
-    const double inter = 2.0 * (nodes - 1) * l.alpha_inter_s +
-                         (bytes / k) * 2.0 * (nodes - 1.0) / nodes / (rail_bw * 1e9);
-    return 2.0 * intra + inter;
+    const double inter_beta = (bytes / k) * 2.0 * (nodes - 1.0) / nodes / (rail_bw * 1e9);
+    const double alpha = 2.0 * (k - 1) * l.alpha_intra_s + 2.0 * (nodes - 1) * l.alpha_inter_s;
+    return {alpha, 2.0 * intra_beta + inter_beta,
+            inter_beta >= 2.0 * intra_beta ? Bottleneck::kNetwork : Bottleneck::kNvlink};
   }
 };
 

@@ -14,12 +14,14 @@ class Pairwise final : public ICollectiveAlgorithm {
   bool supports(CollectiveOp op) const override {
     return op == CollectiveOp::kAllToAll || op == CollectiveOp::kSendRecv;
   }
-  double time_s(CollectiveOp op, double bytes, const GroupPlacement& g,
-                const LinkRates& l) const override {
+  AlgorithmTime cost(CollectiveOp op, double bytes, const GroupPlacement& g,
+                     const LinkRates& l) const override {
+    if (!supports(op)) return kUnsupported;
     if (op == CollectiveOp::kSendRecv) {
       const bool inter = g.crosses_nodes();
-      return (inter ? l.alpha_inter_s : l.alpha_intra_s) +
-             bytes / ((inter ? l.inter_busbw_gbps : l.intra_busbw_gbps) * 1e9);
+      return {inter ? l.alpha_inter_s : l.alpha_intra_s,
+              bytes / ((inter ? l.inter_busbw_gbps : l.intra_busbw_gbps) * 1e9),
+              inter ? Bottleneck::kNetwork : Bottleneck::kNvlink};
     }
     const double n = g.size;
     const double remote = (n - g.ranks_per_node) / n;  // share of peers on other nodes
@@ -29,7 +31,8 @@ class Pairwise final : public ICollectiveAlgorithm {
                    : 0;
     const double t_intra = bytes * local / (l.intra_busbw_gbps * 1e9);
     // Peers are served concurrently: two latency steps (post and complete), not n-1.
-    return 2.0 * (remote > 0 ? l.alpha_inter_s : l.alpha_intra_s) + std::max(t_inter, t_intra);
+    return {2.0 * (remote > 0 ? l.alpha_inter_s : l.alpha_intra_s), std::max(t_inter, t_intra),
+            t_inter >= t_intra ? Bottleneck::kNetwork : Bottleneck::kNvlink};
   }
 };
 
