@@ -385,7 +385,6 @@ Cluster load_cluster_file(const std::string& path,
   auto gpus = y.opt_int("gpus");
   y.allow("name");
   y.allow("description");
-  y.finish();
   Cluster c;
   try {
     c.profile = load_profile_file(resolve_profile(prof));
@@ -398,6 +397,13 @@ Cluster load_cluster_file(const std::string& path,
     throw InputError(e.location(), e.field(),
                      fmt::format("{} (profile named at {})", e.reason(), ref.to_string()));
   }
+  {
+    ClusterServices sv = default_services(c.profile);
+    read_services(y, sv);
+    if (y.has("storage") || y.has("reliability") || y.has("restart") || y.has("data"))
+      c.services = sv;
+  }
+  y.finish();
   const int64_t total = nodes * c.profile.node.gpus_per_node;
   if (gpus && *gpus > total)
     y.fail("gpus", fmt::format("{} GPUs do not fit on {} nodes of {}", *gpus, nodes,

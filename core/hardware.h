@@ -186,15 +186,69 @@ struct HardwareProfile {
 
 HardwareProfile load_profile_file(const std::string& path);
 
+// What a job needs beyond its GPUs: checkpoint storage, the failure rate and the parts of a
+// restart, and the data loader. Each value has a built-in default with its source
+// (core/cluster_services.cpp, docs/resilience.md); a profile's `storage:`/`reliability:` and a
+// cluster YAML's `storage:`, `reliability:`, `restart:` and `data:` sections override them.
+struct StorageSpec {
+  double write_gbps_per_node = 0;  // one node's path to the checkpoint store
+  double read_gbps_per_node = 0;
+  double aggregate_write_gbps = 0;  // the file system's total; 0 = bounded by the nodes only
+  double aggregate_read_gbps = 0;
+  std::string source;
+};
+struct ReliabilitySpec {
+  double mtbf_per_gpu_hours = 0;  // job MTBF = this / GPUs
+  std::string source;
+};
+struct RestartSpec {
+  double detection_s = 0;  // until the job knows a rank is gone (collective timeout, health check)
+  double requeue_s = 0;    // scheduler requeue and replacement node allocation
+  double init_base_s = 0;  // process start, imports, CUDA context at any scale
+  double init_per_1k_ranks_s = 0;  // communicator set-up growth with the rank count
+  double fast_forward_s = 0;       // data loader back to the consumed sample
+  std::string source;
+};
+struct DataLoaderSpec {
+  // What one node's loader delivers; 0 = from the parts below.
+  double tokens_per_s_per_node = 0;
+  bool pretokenized = true;            // token ids on disk (Megatron .bin/.idx): no decode
+  double bytes_per_token_on_disk = 4;  // int32 ids pre-tokenized, ~4 bytes of text otherwise
+  double read_gbps_per_node = 0;       // storage read for data (0 = the checkpoint store's)
+  int workers_per_node = 0;            // CPU decode/tokenize workers
+  double tokens_per_s_per_worker = 0;
+  std::string source;
+};
+struct ClusterServices {
+  StorageSpec storage;
+  ReliabilitySpec reliability;
+  RestartSpec restart;
+  DataLoaderSpec data;
+};
+// The built-in defaults with their sources, then the profile's storage and reliability.
+ClusterServices default_services(const HardwareProfile& hw);
+
 struct Cluster {
   HardwareProfile profile;
   int num_gpus = 0;
   std::string file;  // the cluster YAML, when given as one
+  // Storage, failures, restarts, data loading as the cluster YAML or flags set them; absent =
+  // default_services(profile) (read them through services_of()).
+  std::optional<ClusterServices> services;
   int nodes() const {
     const int g = profile.node.gpus_per_node;
     return (num_gpus + g - 1) / g;
   }
 };
+
+ClusterServices services_of(const Cluster& c);
+// What one node's data loader delivers (tokens/s): given, or the storage read rate for
+// pre-tokenized data, or the decode workers' rate (the lower of the two). Allocates nothing.
+double loader_tokens_per_s_per_node(const Cluster& c);
+double loader_tokens_per_s_per_node(const DataLoaderSpec& d, const StorageSpec& st);
+class YamlMap;
+// Reads a cluster YAML's storage/reliability/restart/data sections over `s`.
+void read_services(YamlMap& y, ClusterServices& s);
 
 // Loads a cluster YAML ({profile, nodes}); `resolve_profile` maps a name or path to a file.
 Cluster load_cluster_file(const std::string& path,

@@ -364,9 +364,19 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
     if (s.nic_gbps) hw.scale_out.nic_gbps = *s.nic_gbps;
     if (s.nvlink_gbps) hw.node.nvlink_gbps_per_direction = *s.nvlink_gbps;
     if (s.collective_algorithm) hw.collective_algorithm = *s.collective_algorithm;
-    if (s.mtbf_per_gpu_hours) hw.mtbf_per_gpu_hours = *s.mtbf_per_gpu_hours;
-    if (s.checkpoint_write_gbps_per_node)
-      hw.checkpoint_write_gbps_per_node = *s.checkpoint_write_gbps_per_node;
+    if (s.mtbf_per_gpu_hours || s.checkpoint_write_gbps_per_node) {
+      ClusterServices sv = services_of(cluster);
+      if (s.mtbf_per_gpu_hours) {
+        sv.reliability.mtbf_per_gpu_hours = *s.mtbf_per_gpu_hours;
+        sv.reliability.source = "what-if scenario";
+      }
+      if (s.checkpoint_write_gbps_per_node) {
+        sv.storage.write_gbps_per_node = *s.checkpoint_write_gbps_per_node;
+        sv.storage.read_gbps_per_node = *s.checkpoint_write_gbps_per_node;
+        sv.storage.source = "what-if scenario";
+      }
+      cluster.services = sv;
+    }
     Workload w;
     w.seq_len = s.seq.value_or(2048);
     w.global_batch = s.gbs.value_or(1536);
@@ -411,14 +421,18 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
     if (!r.top.empty()) {
       c.found = true;
       c.best = make_row(model, w, r.top.front());
-      if (const auto fc = failure_costs(model, cluster, s.restart_s)) {
+      {
+        FailureOptions fo;
+        fo.restart_s = s.restart_s;
+        const FailureCosts fc = failure_costs(model, cluster, r.top.front().plan,
+                                              r.top.front().estimate.step_time_s, fo);
         c.has_reliability = true;
-        c.checkpoint_s = fc->checkpoint_s;
-        c.restart_s = fc->restart_s;
-        c.job_mtbf_s = fc->job_mtbf_s;
-        c.checkpoint_interval_s = fc->checkpoint_interval_s;
-        c.lost_fraction = fc->lost_fraction;
-        c.goodput_tokens_per_s = c.best.estimate.tokens_per_s * (1.0 - c.lost_fraction);
+        c.checkpoint_s = fc.checkpoint_blocking_s;
+        c.restart_s = fc.restart_s;
+        c.job_mtbf_s = fc.job_mtbf_s;
+        c.checkpoint_interval_s = fc.interval_s;
+        c.lost_fraction = fc.lost_fraction;
+        c.goodput_tokens_per_s = c.best.estimate.tokens_per_s * fc.goodput;
       }
       {
         const Uncertainty u = uncertainty_of(model, cluster, w, r.top.front().plan,

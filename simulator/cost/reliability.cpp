@@ -27,19 +27,77 @@ double checkpoint_waste_fraction(double checkpoint_s, double interval_s, double 
   return checkpoint_s / interval_s + (interval_s / 2.0 + restart_s) / mtbf_s;
 }
 
-std::optional<FailureCosts> failure_costs(const ModelSpec& m, const Cluster& c,
-                                          std::optional<double> restart_s) {
+CheckpointCosts checkpoint_costs(const ModelSpec& m, const Cluster& c, const Plan& p,
+                                 bool parallel_save) {
+  const ClusterServices sv = services_of(c);
   const HardwareProfile& hw = c.profile;
-  if (!hw.mtbf_per_gpu_hours || !hw.checkpoint_write_gbps_per_node) return std::nullopt;
+  CheckpointCosts k;
+  const double params = static_cast<double>(count_params(m).total());
+  k.weights_bytes = 2.0 * params;
+  k.master_weights_bytes = 4.0 * params;
+  k.optimizer_moments_bytes = 8.0 * params;
+  k.size_bytes = k.weights_bytes + k.master_weights_bytes + k.optimizer_moments_bytes;
+  // Fully parallel save: the replicas of a model-parallel shard split its writing, so every
+  // rank writes size / ranks (Megatron dist_checkpointing FullyParallelSaveStrategyWrapper;
+  // FSDP and ZeRO-3 shards are that size by construction).
+  const int gpn = std::max(1, std::min(c.num_gpus, hw.node.gpus_per_node));
+  int per_node = gpn;
+  k.writers = std::max(1, c.num_gpus);
+  if (!parallel_save) {
+    // The first replica's ranks: its tp x cp block of each stage (adjacent in the rank order).
+    k.writers = std::max(1, std::min(c.num_gpus, p.tp * p.cp * p.pp));
+    per_node = std::max(1, std::min(gpn, p.tp * p.cp));
+  }
+  k.per_rank_bytes = k.size_bytes / k.writers;
+  k.per_node_bytes = k.per_rank_bytes * per_node;
+  const double pcie = hw.host.pcie_gbps_per_gpu > 0 ? hw.host.pcie_gbps_per_gpu : 16.0;
+  k.d2h_s = k.per_rank_bytes / (pcie * units::kGBps);
+  const StorageSpec& st = sv.storage;
+  const double node_write = k.per_node_bytes / (st.write_gbps_per_node * units::kGBps);
+  const double fs_write =
+      st.aggregate_write_gbps > 0 ? k.size_bytes / (st.aggregate_write_gbps * units::kGBps) : 0;
+  k.storage_write_s = std::max(node_write, fs_write);
+  k.file_system_bound = fs_write > node_write;
+  k.write_s_sync = k.d2h_s + k.storage_write_s;
+  k.write_s_async_blocking = k.d2h_s;
+  const double node_read = k.per_node_bytes / (st.read_gbps_per_node * units::kGBps);
+  const double fs_read =
+      st.aggregate_read_gbps > 0 ? k.size_bytes / (st.aggregate_read_gbps * units::kGBps) : 0;
+  k.load_s = std::max(node_read, fs_read) + k.d2h_s;
+  return k;
+}
+
+FailureCosts failure_costs(const ModelSpec& m, const Cluster& c, const Plan& p, double step_time_s,
+                           const FailureOptions& o) {
+  const ClusterServices sv = services_of(c);
   FailureCosts f;
-  f.checkpoint_bytes = 14.0 * static_cast<double>(count_params(m).total());
-  f.checkpoint_s =
-      f.checkpoint_bytes / (*hw.checkpoint_write_gbps_per_node * units::kGBps * c.nodes());
-  f.restart_s = restart_s.value_or(f.checkpoint_s);
-  f.job_mtbf_s = job_mtbf_s(*hw.mtbf_per_gpu_hours, c.num_gpus);
-  f.checkpoint_interval_s = young_interval_s(f.checkpoint_s, f.job_mtbf_s);
-  f.lost_fraction = std::min(1.0, checkpoint_waste_fraction(f.checkpoint_s, f.checkpoint_interval_s,
-                                                            f.restart_s, f.job_mtbf_s));
+  f.checkpoint = checkpoint_costs(m, c, p, o.parallel_save);
+  const RestartSpec& r = sv.restart;
+  f.restart.detection_s = r.detection_s;
+  f.restart.requeue_s = r.requeue_s;
+  f.restart.init_s = r.init_base_s + r.init_per_1k_ranks_s * c.num_gpus / 1000.0;
+  f.restart.load_s = f.checkpoint.load_s;
+  f.restart.fast_forward_s = r.fast_forward_s;
+  f.restart_s = o.restart_s.value_or(f.restart.total_s());
+  f.async_save = o.async_save;
+  f.checkpoint_blocking_s =
+      o.async_save ? f.checkpoint.write_s_async_blocking : f.checkpoint.write_s_sync;
+  f.job_mtbf_s = job_mtbf_s(sv.reliability.mtbf_per_gpu_hours, c.num_gpus);
+  const double delta = std::max(f.checkpoint_blocking_s, 1e-9);
+  f.young_interval_s = young_interval_s(delta, f.job_mtbf_s);
+  f.daly_interval_s = daly_interval_s(delta, f.job_mtbf_s);
+  f.interval_s = o.interval_s.value_or(f.young_interval_s);
+  // An asynchronous save must finish writing before the next one starts.
+  if (o.async_save) f.interval_s = std::max(f.interval_s, f.checkpoint.storage_write_s);
+  f.interval_s = std::max(f.interval_s, 1e-9);
+  f.interval_steps = step_time_s > 0 ? f.interval_s / step_time_s : 0;
+  f.checkpoint_fraction = f.checkpoint_blocking_s / f.interval_s;
+  f.rework_fraction = f.interval_s / 2.0 / f.job_mtbf_s;
+  f.restart_fraction = f.restart_s / f.job_mtbf_s;
+  f.skipped_fraction = std::clamp(o.skipped_step_fraction, 0.0, 1.0);
+  f.lost_fraction = std::min(
+      1.0, f.checkpoint_fraction + f.rework_fraction + f.restart_fraction + f.skipped_fraction);
+  f.goodput = 1.0 - f.lost_fraction;
   return f;
 }
 

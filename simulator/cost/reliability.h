@@ -1,12 +1,14 @@
-// Checkpointing and failures: job MTBF from a per-GPU MTBF, the optimal checkpoint interval
-// (Young 1974 first order; Daly 2006 higher order), and the share of time they waste
-// (REFERENCE.md §6). Pure functions; seconds unless named otherwise.
+// Checkpoints and failures (REFERENCE.md §6): what a checkpoint holds and how long writing and
+// reading it take against the cluster's storage, the job's MTBF, the Young and Daly intervals,
+// a restart built from its parts, and the share of time all of it costs (goodput). Pure
+// functions; seconds unless named otherwise. docs/resilience.md shows the arithmetic.
 #pragma once
 
 #include <optional>
 
 #include "core/hardware.h"
 #include "core/model_spec.h"
+#include "core/plan.h"
 
 namespace dtplan {
 
@@ -23,20 +25,62 @@ double daly_interval_s(double checkpoint_s, double mtbf_s);
 double checkpoint_waste_fraction(double checkpoint_s, double interval_s, double restart_s,
                                  double mtbf_s);
 
-// Checkpoints and failures of a job: what the what-if studies and reports show.
-struct FailureCosts {
-  double checkpoint_bytes = 0;       // one full checkpoint
-  double checkpoint_s = 0;           // a synchronous write by every node in parallel
-  double restart_s = 0;              // given, else the checkpoint's read-back (its write time)
-  double job_mtbf_s = 0;             // n GPUs failing independently
-  double checkpoint_interval_s = 0;  // Young's optimum
-  double lost_fraction = 0;          // first-order waste, at most 1
+// One checkpoint of a plan. Megatron's distributed checkpoint (torch_dist, fully parallel
+// save) and FSDP/ZeRO-3 shard it so that every rank writes an equal part; its items are the
+// 16-bit weights (2 B per parameter), the fp32 master weights (4 B) and Adam's two fp32
+// moments (8 B).
+struct CheckpointCosts {
+  double weights_bytes = 0, master_weights_bytes = 0, optimizer_moments_bytes = 0;
+  double size_bytes = 0;
+  int writers = 0;                    // ranks that write a shard
+  double per_rank_bytes = 0;          // one shard
+  double per_node_bytes = 0;          // what one node writes
+  double d2h_s = 0;                   // a shard from GPU to pinned host memory (PCIe)
+  double storage_write_s = 0;         // every node's shards onto storage, in parallel
+  bool file_system_bound = false;     // the aggregate, not a node's link, sets storage_write_s
+  double write_s_sync = 0;            // blocks training: copy, then write
+  double write_s_async_blocking = 0;  // blocks training: the copy (Megatron --async-save)
+  double load_s = 0;                  // read back at a restart, then host to GPU
 };
 
-// A checkpoint holds the 16-bit weights and the fp32 optimizer state (master weights, Adam m
-// and v): 2 + 12 bytes per parameter, written by every node at the profile's
-// checkpoint_write_gbps_per_node. nullopt when the profile has no MTBF or checkpoint bandwidth.
-std::optional<FailureCosts> failure_costs(const ModelSpec& m, const Cluster& c,
-                                          std::optional<double> restart_s);
+// parallel_save false: only the first data-parallel replica writes (Megatron's legacy `torch`
+// format, DeepSpeed's mp_rank files): tp x cp x pp writers, on fewer nodes.
+CheckpointCosts checkpoint_costs(const ModelSpec& m, const Cluster& c, const Plan& p,
+                                 bool parallel_save = true);
+
+// A restart after a failure, from its parts (defaults in core/cluster_services.cpp).
+struct RestartCosts {
+  double detection_s = 0, requeue_s = 0, init_s = 0, load_s = 0, fast_forward_s = 0;
+  double total_s() const { return detection_s + requeue_s + init_s + load_s + fast_forward_s; }
+};
+
+struct FailureOptions {
+  bool async_save = false;           // checkpoints block only for the device-to-host copy
+  bool parallel_save = true;         // every rank writes a shard (see checkpoint_costs)
+  std::optional<double> restart_s;   // the whole restart, instead of its parts
+  std::optional<double> interval_s;  // checkpoint every this many seconds, not Young's
+  double skipped_step_fraction = 0;  // steps lost to fp16 overflow (goodput term)
+};
+
+struct FailureCosts {
+  CheckpointCosts checkpoint;
+  RestartCosts restart;
+  bool async_save = false;
+  double checkpoint_blocking_s = 0;  // delta: what one checkpoint costs the training loop
+  double job_mtbf_s = 0;
+  double young_interval_s = 0, daly_interval_s = 0;
+  double interval_s = 0;      // the one applied (Young's, or given; async: >= the write)
+  double interval_steps = 0;  // interval_s / step time
+  double restart_s = 0;       // restart.total_s(), or given
+  // Shares of wall time: checkpoint writes delta/tau, lost work tau/(2M), restarts R/M, fp16
+  // skipped steps; goodput = 1 - their sum (>= 0).
+  double checkpoint_fraction = 0, rework_fraction = 0, restart_fraction = 0, skipped_fraction = 0;
+  double lost_fraction = 0;
+  double goodput = 1;
+};
+
+// step_time_s converts the interval into steps; it does not change the fractions.
+FailureCosts failure_costs(const ModelSpec& m, const Cluster& c, const Plan& p, double step_time_s,
+                           const FailureOptions& o = {});
 
 }  // namespace dtplan
