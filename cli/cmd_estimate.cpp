@@ -22,6 +22,7 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
   static std::string out, convention = "causal-half", framework;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
+  add_resilience_options(*cmd, spec);
   add_framework_option(*cmd, framework);
   cmd->add_flag("--json", json, "Machine-readable output");
   cmd->add_option("--out,-o", out, "Write the output to this file (atomically)");
@@ -33,7 +34,9 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       "With no model, cluster or plan flag, estimates the built-in example: GPT-3 175B on 32 "
       "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
   cmd->callback([&ctx, cmd] {
-    if (!any_option_given(*cmd, {"--json", "--out", "--flops-convention", "--framework"})) {
+    if (!any_option_given(*cmd, {"--json", "--out", "--flops-convention", "--framework",
+                                 "--loader-tokens-per-s-per-node", "--async-save", "--restart-s",
+                                 "--checkpoint-interval-s", "--skipped-steps"})) {
       apply_builtin_defaults(spec, plan);
       fmt::print(stderr,
                  "dtplan estimate: no model, cluster or plan given; using the built-in "

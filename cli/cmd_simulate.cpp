@@ -21,6 +21,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   static std::string trace, contention = "on", ranks = "stage", framework;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
+  add_resilience_options(*cmd, spec);
   add_framework_option(*cmd, framework);
   cmd->add_flag("--json", json, "Machine-readable output (the estimate's fields)");
   cmd->add_option("--trace", trace, "Write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
@@ -41,7 +42,9 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       "With no model, cluster or plan flag, simulates the built-in example: GPT-3 175B on 32 "
       "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
   cmd->callback([&ctx, cmd] {
-    if (!any_option_given(*cmd, {"--json", "--trace", "--contention", "--ranks", "--framework"})) {
+    if (!any_option_given(*cmd, {"--json", "--trace", "--contention", "--ranks", "--framework",
+                                 "--loader-tokens-per-s-per-node", "--async-save", "--restart-s",
+                                 "--checkpoint-interval-s", "--skipped-steps"})) {
       apply_builtin_defaults(spec, plan);
       fmt::print(stderr,
                  "dtplan simulate: no model, cluster or plan given; using the built-in example "

@@ -96,6 +96,53 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
                        {"families", u.band.families}, {"regime", u.band.regime},
                        {"dropped", u.band.dropped}};
   }
+  {
+    const FailureCosts f = failure_costs(r.model, r.cluster, p, e.step_time_s, r.failure);
+    const CheckpointCosts& k = f.checkpoint;
+    j["checkpoint"] = {{"size_bytes", k.size_bytes},
+                       {"items",
+                        {{"weights_bytes", k.weights_bytes},
+                         {"master_weights_bytes", k.master_weights_bytes},
+                         {"optimizer_moments_bytes", k.optimizer_moments_bytes}}},
+                       {"writers", k.writers},
+                       {"per_rank_bytes", k.per_rank_bytes},
+                       {"per_node_bytes", k.per_node_bytes},
+                       {"d2h_s", k.d2h_s},
+                       {"storage_write_s", k.storage_write_s},
+                       {"file_system_bound", k.file_system_bound},
+                       {"write_s_sync", k.write_s_sync},
+                       {"write_s_async_blocking", k.write_s_async_blocking},
+                       {"async_save", f.async_save},
+                       {"blocking_s", f.checkpoint_blocking_s},
+                       {"young_interval_s", f.young_interval_s},
+                       {"daly_interval_s", f.daly_interval_s},
+                       {"interval_s", f.interval_s},
+                       {"interval_steps", f.interval_steps},
+                       {"load_s", k.load_s},
+                       {"restart_s", f.restart_s},
+                       {"restart_parts_s",
+                        {{"detection", f.restart.detection_s},
+                         {"requeue", f.restart.requeue_s},
+                         {"init", f.restart.init_s},
+                         {"checkpoint_load", f.restart.load_s},
+                         {"fast_forward", f.restart.fast_forward_s}}}};
+    j["failures"] = {{"job_mtbf_s", f.job_mtbf_s},
+                     {"goodput", f.goodput},
+                     {"lost_fraction", f.lost_fraction},
+                     {"checkpoint_fraction", f.checkpoint_fraction},
+                     {"rework_fraction", f.rework_fraction},
+                     {"restart_fraction", f.restart_fraction},
+                     {"skipped_fraction", f.skipped_fraction},
+                     {"effective_tokens_per_s", e.tokens_per_s * f.goodput}};
+    if (r.workload.train_tokens > 0 && f.goodput > 0)
+      j["failures"]["time_to_train_days"] = e.time_to_train_days / f.goodput;
+    const ClusterServices sv = services_of(r.cluster);
+    j["failures"]["sources"] = {{"storage", sv.storage.source},
+                                {"reliability", sv.reliability.source},
+                                {"restart", sv.restart.source}};
+    j["data_loader"] = {{"tokens_per_s_per_node", loader_tokens_per_s_per_node(r.cluster)},
+                        {"source", sv.data.source}};
+  }
   nlohmann::json mem = nlohmann::json::array();
   auto stages = all_stage_memory(r.model, r.workload, p);
   for (size_t i = 0; i < stages.size(); ++i)
@@ -162,6 +209,39 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                    u.band.dropped.empty() ? ""
                                           : fmt::format(", too few runs to match {}",
                                                         fmt::join(u.band.dropped, ", ")));
+  {
+    const FailureCosts f = failure_costs(r.model, r.cluster, r.plan, st, r.failure);
+    const CheckpointCosts& k = f.checkpoint;
+    fmt::format_to(out,
+                   "\ncheckpoints and failures (docs/resilience.md)\n"
+                   "  checkpoint {} (weights {}, fp32 master {}, Adam moments {}); {} per rank\n"
+                   "  write: copy to host {:.2f} s + storage {:.2f} s ({}) = {:.2f} s "
+                   "synchronous, {:.2f} s blocking with --async-save\n",
+                   human_bytes(k.size_bytes), human_bytes(k.weights_bytes),
+                   human_bytes(k.master_weights_bytes), human_bytes(k.optimizer_moments_bytes),
+                   human_bytes(k.per_rank_bytes), k.d2h_s, k.storage_write_s,
+                   k.file_system_bound ? "file-system bound" : "node-link bound", k.write_s_sync,
+                   k.write_s_async_blocking);
+    fmt::format_to(out,
+                   "  job MTBF {:.2f} h; interval {:.0f} s ({:.0f} steps; Young {:.0f} s, Daly "
+                   "{:.0f} s); restart {:.0f} s (detect {:.0f} + requeue {:.0f} + start {:.0f} + "
+                   "load {:.0f} + fast-forward {:.0f})\n",
+                   f.job_mtbf_s / 3600, f.interval_s, f.interval_steps, f.young_interval_s,
+                   f.daly_interval_s, f.restart_s, f.restart.detection_s, f.restart.requeue_s,
+                   f.restart.init_s, f.restart.load_s, f.restart.fast_forward_s);
+    fmt::format_to(
+        out,
+        "  goodput {:.1f}% (checkpoints {:.1f}% + lost work {:.1f}% + restarts {:.1f}%{}"
+        "); effective {:.0f} tokens/s{}\n",
+        100 * f.goodput, 100 * f.checkpoint_fraction, 100 * f.rework_fraction,
+        100 * f.restart_fraction,
+        f.skipped_fraction > 0 ? fmt::format(" + skipped steps {:.1f}%", 100 * f.skipped_fraction)
+                               : "",
+        e.tokens_per_s * f.goodput,
+        e.time_to_train_days > 0 && f.goodput > 0
+            ? fmt::format(", {:.1f} days to train with failures", e.time_to_train_days / f.goodput)
+            : "");
+  }
   fmt::format_to(out, "\ncommunication per GPU per step   {:>10} {:>10} {:>10}\n", "volume", "time",
                  "exposed");
   for (int d = 0; d < kCommDims; ++d)

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <span>
 
 #include "core/atomic_file.h"
@@ -21,6 +22,50 @@ void add_spec_options(CLI::App& app, SpecOptions& o) {
       ->capture_default_str();
   app.add_option("--gpus,-g", o.gpus, "Number of GPUs (with a hardware profile)")
       ->check(CLI::Range(1, 1 << 22));
+}
+
+// A range check that also refuses NaN and infinities (CLI11's Range lets NaN through).
+static CLI::Validator finite_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& v) -> std::string {
+        double x = 0;
+        try {
+          size_t used = 0;
+          x = std::stod(v, &used);
+          if (used != v.size()) return "'" + v + "' is not a number";
+        } catch (const std::exception&) {
+          return "'" + v + "' is not a number";
+        }
+        if (!std::isfinite(x) || x < lo || x > hi)
+          return fmt::format("{} is not in [{:g}, {:g}]", v, lo, hi);
+        return "";
+      },
+      fmt::format("in [{:g}, {:g}]", lo, hi));
+}
+
+void add_resilience_options(CLI::App& app, SpecOptions& o) {
+  const char* g = "Checkpoints, failures and data (docs/resilience.md)";
+  app.add_option("--loader-tokens-per-s-per-node", o.loader_tokens_per_s_per_node,
+                 "Tokens/s one node's data loader delivers (default: the cluster's loader: "
+                 "pre-tokenized reads at the storage rate)")
+      ->check(finite_range(1.0, 1e15))
+      ->group(g);
+  app.add_flag("--async-save", o.async_save,
+               "Checkpoints block only for the device-to-host copy (Megatron --async-save)")
+      ->group(g);
+  app.add_option("--restart-s", o.restart_s,
+                 "A restart's whole time (default: detection + requeue + start-up + checkpoint "
+                 "load + fast-forward)")
+      ->check(finite_range(0.0, 1e9))
+      ->group(g);
+  app.add_option("--checkpoint-interval-s", o.checkpoint_interval_s,
+                 "Checkpoint every this many seconds (default: Young's optimum)")
+      ->check(finite_range(1.0, 1e9))
+      ->group(g);
+  app.add_option("--skipped-steps", o.skipped_step_fraction,
+                 "Share of steps skipped by fp16 loss scaling on overflow (a goodput term)")
+      ->check(finite_range(0.0, 0.5))
+      ->group(g);
 }
 
 void add_plan_options(CLI::App& app, PlanOptions& o) {
@@ -132,6 +177,16 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   Resolved r;
   r.model = load_model(s.model);
   r.cluster = load_cluster(s.cluster, s.gpus);
+  if (s.loader_tokens_per_s_per_node > 0) {
+    ClusterServices sv = services_of(r.cluster);
+    sv.data.tokens_per_s_per_node = s.loader_tokens_per_s_per_node;
+    sv.data.source = "--loader-tokens-per-s-per-node";
+    r.cluster.services = sv;
+  }
+  r.failure.async_save = s.async_save;
+  if (s.restart_s > 0) r.failure.restart_s = s.restart_s;
+  if (s.checkpoint_interval_s > 0) r.failure.interval_s = s.checkpoint_interval_s;
+  r.failure.skipped_step_fraction = s.skipped_step_fraction;
   Workload& w = r.workload;
   w.seq_len = o.seq;
   w.precision = parse_precision(o.precision).value_or(Precision::kBf16);

@@ -9,6 +9,7 @@
 
 #include "core/catalog.h"
 #include "core/plan.h"
+#include "simulator/cost/reliability.h"
 
 namespace CLI {
 class App;
@@ -20,6 +21,12 @@ struct SpecOptions {
   std::string model = "gpt3-175b";
   std::string cluster = "dgx-a100-80g";
   int gpus = 0;
+  // The job beyond its step (add_resilience_options): checkpoints, restarts, data loading.
+  double loader_tokens_per_s_per_node = 0;  // 0 = the cluster's loader
+  bool async_save = false;
+  double restart_s = 0;              // 0 = from its parts
+  double checkpoint_interval_s = 0;  // 0 = Young's
+  double skipped_step_fraction = 0;  // fp16 overflow skips
 };
 
 struct PlanOptions {
@@ -47,6 +54,9 @@ struct PlanOptions {
 
 void add_spec_options(CLI::App& app, SpecOptions& o);
 void add_plan_options(CLI::App& app, PlanOptions& o);
+// --loader-tokens-per-s-per-node, --async-save, --restart-s, --checkpoint-interval-s,
+// --skipped-steps (estimate, simulate, search, report).
+void add_resilience_options(CLI::App& app, SpecOptions& o);
 
 struct Resolved {
   ModelSpec model;
@@ -54,6 +64,7 @@ struct Resolved {
   Workload workload;
   Plan plan;
   std::string framework = "megatron";  // whose stack runs it (error bands' regime)
+  FailureOptions failure;              // how checkpoints and restarts are priced
 };
 
 // Prints each violation as "dtplan: error: FLAG: reason"; true when there were any.

@@ -358,8 +358,8 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   j["rejected"] = rej;
   j["top"] = nlohmann::json::array();
   for (size_t i = 0; i < r.top.size(); ++i) {
-    Resolved res{s.model, s.cluster, s.workload, r.top[i].plan,
-                 framework_name(s.options.framework)};
+    Resolved res{s.model, s.cluster, s.workload, r.top[i].plan, framework_name(s.options.framework),
+                 {}};
     nlohmann::json cj = estimate_to_json(res, r.top[i].estimate, FlopsConvention::kCausalHalf);
     cj["rank"] = static_cast<int>(i + 1);
     cj["evaluator"] = static_cast<int>(i) < refined ? "des" : evaluator;

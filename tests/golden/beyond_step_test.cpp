@@ -7,7 +7,10 @@
 #include <cmath>
 
 #include "core/catalog.h"
+#include "simulator/analytic/estimator.h"
 #include "simulator/cost/collective_study.h"
+#include "simulator/cost/reliability.h"
+#include "simulator/step/step_terms.h"
 
 namespace dtplan {
 namespace {
@@ -84,8 +87,8 @@ TEST(CollectiveGolden, RingTreeAndParameterServerOn1024Gpus) {
 TEST(CollectiveGolden, SweepFindsTheLatencyBandwidthCrossover) {
   const HardwareProfile hw = load_profile("dgx-a100-80g");
   const GroupPlacement g = collective_placement(hw, 1024, 8, 1);  // 128 nodes of 8
-  const CollectiveSweep s = collective_sweep(hw, CollectiveOp::kAllReduce, 1024.0,
-                                             16.0 * (1ull << 30), g);
+  const CollectiveSweep s =
+      collective_sweep(hw, CollectiveOp::kAllReduce, 1024.0, 16.0 * (1ull << 30), g);
   ASSERT_EQ(s.points.size(), 25u);  // 2^10 .. 2^34
   EXPECT_EQ(s.points.back().bytes, 16.0 * (1ull << 30));
   // Between adjacent sizes the fastest of ring and tree is consistent with the formulas: tree
@@ -103,6 +106,137 @@ TEST(CollectiveGolden, SweepFindsTheLatencyBandwidthCrossover) {
   const CollectivePoint b = collective_point(hw, CollectiveOp::kBroadcast, 1e9, g);
   EXPECT_NEAR(b.busbw_gbps, b.algbw_gbps, 1e-12);
   EXPECT_STREQ(b.selected.algorithm, "ring");
+}
+
+// GPT-3 175B on 1,024 A100 (128 DGX nodes), TP8 PP8 DP16 ZeRO-1, against a file system stated
+// here: 5 GB/s per node and 400 GB/s in all for writes, 10 GB/s per node for reads.
+Cluster gpt3_cluster() {
+  Cluster c = load_cluster("dgx-a100-80g", 1024);
+  ClusterServices sv = default_services(c.profile);
+  sv.storage.write_gbps_per_node = 5;
+  sv.storage.aggregate_write_gbps = 400;
+  sv.storage.read_gbps_per_node = 10;
+  sv.storage.aggregate_read_gbps = 0;
+  c.services = sv;
+  return c;
+}
+Plan gpt3_plan() {
+  Plan p;
+  p.tp = 8, p.pp = 8, p.dp = 16, p.sp = true, p.zero = 1, p.mbs = 1, p.gbs = 1536;
+  p.recompute = Recompute::kSelective;
+  return p;
+}
+
+TEST(CheckpointGolden, Gpt3On1024A100WithStatedBandwidths) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const double params = static_cast<double>(count_params(m).total());
+  const CheckpointCosts k = checkpoint_costs(m, gpt3_cluster(), gpt3_plan());
+  // 2 + 4 + 8 bytes per parameter.
+  EXPECT_DOUBLE_EQ(k.weights_bytes, 2 * params);
+  EXPECT_DOUBLE_EQ(k.master_weights_bytes, 4 * params);
+  EXPECT_DOUBLE_EQ(k.optimizer_moments_bytes, 8 * params);
+  EXPECT_NEAR(k.size_bytes / 1e12, 2.44, 0.01);  // 14 x 174.6e9
+  // Fully parallel save: 1,024 shards of 2.39 GB; a node writes 8 of them.
+  EXPECT_EQ(k.writers, 1024);
+  EXPECT_NEAR(k.per_rank_bytes, 14 * params / 1024, 1);
+  // Nodes alone could write 128 x 5 = 640 GB/s; the file system takes 400 GB/s: it binds.
+  EXPECT_TRUE(k.file_system_bound);
+  EXPECT_NEAR(k.storage_write_s, 14 * params / 400e9, 1e-6);  // 6.11 s
+  // The copy to pinned host memory over PCIe Gen4 (32 GB/s per direction, DGX A100 datasheet).
+  EXPECT_NEAR(k.d2h_s, 14 * params / 1024 / 32e9, 1e-9);  // 0.075 s
+  EXPECT_NEAR(k.write_s_sync, k.d2h_s + k.storage_write_s, 1e-12);
+  EXPECT_DOUBLE_EQ(k.write_s_async_blocking, k.d2h_s);
+  // Read back at 10 GB/s per node (no aggregate limit): 8 shards per node, then to the GPU.
+  EXPECT_NEAR(k.load_s, 8 * 14 * params / 1024 / 10e9 + k.d2h_s, 1e-9);
+  // Without the parallel save only the first replica's 64 ranks write, 8 per node: 8 nodes.
+  const CheckpointCosts legacy = checkpoint_costs(m, gpt3_cluster(), gpt3_plan(), false);
+  EXPECT_EQ(legacy.writers, 64);
+  EXPECT_NEAR(legacy.storage_write_s, 8 * 14 * params / 64 / 5e9, 1e-6);  // 61 s
+}
+
+TEST(FailureGolden, IntervalsWasteAndGoodputByHand) {
+  const ModelSpec m = load_model("gpt3-175b");
+  Cluster c = gpt3_cluster();
+  const double params = static_cast<double>(count_params(m).total());
+  const FailureCosts f = failure_costs(m, c, gpt3_plan(), 20.0);
+  const double delta = 14 * params / 1024 / 32e9 + 14 * params / 400e9;
+  const double mtbf = 54.0 * 24 * 3600 / 419 * 16384 / 1024;  // Llama 3's rate on 1,024 GPUs
+  EXPECT_NEAR(f.job_mtbf_s, mtbf, 1e-6 * mtbf);
+  EXPECT_NEAR(f.young_interval_s, std::sqrt(2 * delta * mtbf), 1e-6);
+  EXPECT_NEAR(f.interval_steps, f.interval_s / 20.0, 1e-9);
+  const double restart = 90 + 300 + (30 + 265.0 / 96 * 1.024) + f.checkpoint.load_s + 0;
+  EXPECT_NEAR(f.restart_s, restart, 1e-6);
+  const double tau = f.young_interval_s;
+  EXPECT_NEAR(f.lost_fraction, delta / tau + (tau / 2 + restart) / mtbf, 1e-9);
+  EXPECT_NEAR(f.goodput, 1 - f.lost_fraction, 1e-12);
+  // Asynchronous saves block only for the copy: a shorter interval and less waste.
+  FailureOptions async;
+  async.async_save = true;
+  const FailureCosts a = failure_costs(m, c, gpt3_plan(), 20.0, async);
+  EXPECT_LT(a.interval_s, f.interval_s);
+  EXPECT_GT(a.goodput, f.goodput);
+  EXPECT_GE(a.interval_s, a.checkpoint.storage_write_s);  // the next save waits for the write
+}
+
+TEST(FailureProperty, GoodputIsAtMostOneAndFallsWithTheFailureRate) {
+  const ModelSpec m = load_model("gpt3-175b");
+  Cluster c = gpt3_cluster();
+  double previous = 1.0;
+  for (double mtbf_h : {1e7, 1e6, 1e5, 5e4, 1e4, 2e3, 500.0, 50.0}) {
+    ClusterServices sv = *c.services;
+    sv.reliability.mtbf_per_gpu_hours = mtbf_h;
+    c.services = sv;
+    const FailureCosts f = failure_costs(m, c, gpt3_plan(), 20.0);
+    EXPECT_LE(f.goodput, 1.0);
+    EXPECT_GE(f.goodput, 0.0);
+    EXPECT_LE(f.goodput, previous) << mtbf_h;
+    previous = f.goodput;
+  }
+  EXPECT_EQ(previous, 0.0);  // a failure every ~3 minutes: nothing gets done
+}
+
+// Llama 3 405B on 16,384 H100 with Llama 3's interruption rate and the default restart parts:
+// the paper reports more than 90% effective training time (arXiv:2407.21783 §3.3.4).
+TEST(FailureGolden, Llama3GoodputIsInThePapersRange) {
+  const ModelSpec m = load_model("llama3.1-405b");
+  const Cluster c = load_cluster("dgx-h100", 16384);
+  Plan p;
+  p.tp = 8, p.pp = 16, p.dp = 128, p.vpp = 4, p.sp = true, p.zero = 1, p.gbs = 2048;
+  p.uneven_pp = true;
+  const FailureCosts f = failure_costs(m, c, p, 6.0);
+  EXPECT_NEAR(f.job_mtbf_s / 3600, 3.09, 0.01);
+  EXPECT_GT(f.goodput, 0.90);
+  EXPECT_LT(f.goodput, 0.99);
+}
+
+// The data stall: 8 nodes of TP8 PP2 DP4 (the first stage on 4 nodes) consume gbs x seq
+// tokens a step; a loader below that rate shows the difference, one above it shows nothing.
+TEST(DataStallGolden, ALoaderBelowTheConsumptionRateStalls) {
+  const ModelSpec m = load_model("llama3-8b");
+  Cluster c = load_cluster("dgx-h100", 64);
+  Plan p;
+  p.tp = 8, p.pp = 2, p.dp = 4, p.sp = true, p.mbs = 1, p.gbs = 256;
+  Workload w;
+  w.seq_len = 8192;
+  w.global_batch = 256;
+  const Estimate fast = estimate(m, c, w, p);
+  double fast_stall = -1;
+  for (const auto& t : step_terms(fast))
+    if (std::string(t.key) == "data_stall_s") fast_stall = t.seconds;
+  EXPECT_EQ(fast_stall, 0.0);  // pre-tokenized at 1 GB/s: 250 M tokens/s per node
+  const double step = fast.step_time_s;
+  // 256 x 8192 = 2.1 M tokens over the 4 first-stage nodes: 524,288 tokens each. A loader of
+  // 524,288 / (2 step) tokens/s takes two steps to deliver them: one step of stall.
+  ClusterServices sv = default_services(c.profile);
+  sv.data.tokens_per_s_per_node = 524288.0 / (2 * step);
+  c.services = sv;
+  const Estimate slow = estimate(m, c, w, p);
+  double stall = -1;
+  for (const auto& t : step_terms(slow))
+    if (std::string(t.key) == "data_stall_s") stall = t.seconds;
+  EXPECT_NEAR(stall, step, 1e-9 * step);
+  EXPECT_NEAR(slow.step_time_s, 2 * step, 1e-9 * step);
+  EXPECT_LT(slow.tokens_per_s, fast.tokens_per_s);
 }
 
 }  // namespace
