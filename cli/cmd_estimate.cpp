@@ -36,7 +36,8 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
   cmd->callback([&ctx, cmd] {
     if (!any_option_given(*cmd, {"--json", "--out", "--flops-convention", "--framework",
                                  "--loader-tokens-per-s-per-node", "--async-save", "--restart-s",
-                                 "--checkpoint-interval-s", "--skipped-steps"})) {
+                                 "--checkpoint-interval-s", "--skipped-steps",
+                                 "--straggler-fraction", "--straggler-factor"})) {
       apply_builtin_defaults(spec, plan);
       fmt::print(stderr,
                  "dtplan estimate: no model, cluster or plan given; using the built-in "

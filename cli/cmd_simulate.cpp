@@ -1,12 +1,14 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
 #include "cli/framework_check.h"
 #include "cli/options.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "simulator/des/step_sim.h"
 
 namespace dtplan::cli {
@@ -19,6 +21,9 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   static PlanOptions plan;
   static bool json = false;
   static std::string trace, contention = "on", ranks = "stage", framework;
+  static std::vector<std::string> slow_gpu, slow_link;
+  static double jitter = 0;
+  static int64_t seed = 1;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
   add_resilience_options(*cmd, spec);
@@ -38,13 +43,41 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
                   "(studies up to 16384 GPUs)")
       ->check(CLI::IsMember({"stage", "all"}))
       ->capture_default_str();
+  const char* fg = "Faults (docs/simulator.md)";
+  cmd->add_option("--slow-gpu", slow_gpu,
+                  "RANK:FACTOR: that GPU's kernels take FACTOR times longer (repeatable); its "
+                  "TP/CP group and the synchronous step follow it")
+      ->group(fg);
+  cmd->add_option("--slow-link", slow_link,
+                  "NODE:FACTOR: that node's NICs run FACTOR times slower (repeatable)")
+      ->group(fg);
+  cmd->add_option("--jitter", jitter,
+                  "SIGMA: every task is slowed by a mean-one lognormal exp(SIGMA Z - SIGMA^2/2), "
+                  "the slowest of its TP/CP group's draws")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              size_t used = 0;
+              const double x = std::stod(v, &used);
+              if (used == v.size() && std::isfinite(x) && x >= 0 && x <= 2) return "";
+            } catch (const std::exception&) {
+            }
+            return v + " is not a sigma in [0, 2]";
+          },
+          "in [0, 2]"))
+      ->group(fg);
+  cmd->add_option("--seed", seed, "Seed of the jitter draws")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 62))
+      ->group(fg);
   cmd->footer(
       "With no model, cluster or plan flag, simulates the built-in example: GPT-3 175B on 32 "
       "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
   cmd->callback([&ctx, cmd] {
-    if (!any_option_given(*cmd, {"--json", "--trace", "--contention", "--ranks", "--framework",
-                                 "--loader-tokens-per-s-per-node", "--async-save", "--restart-s",
-                                 "--checkpoint-interval-s", "--skipped-steps"})) {
+    if (!any_option_given(
+            *cmd, {"--json", "--trace", "--contention", "--ranks", "--framework",
+                   "--loader-tokens-per-s-per-node", "--async-save", "--restart-s",
+                   "--checkpoint-interval-s", "--skipped-steps", "--straggler-fraction",
+                   "--straggler-factor", "--slow-gpu", "--slow-link", "--jitter", "--seed"})) {
       apply_builtin_defaults(spec, plan);
       fmt::print(stderr,
                  "dtplan simulate: no model, cluster or plan given; using the built-in example "
@@ -58,8 +91,46 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
     }
     const FrameworkCheck fw = check_framework(framework, r.plan);
     throw_if_refused(fw);
-    des::StepSimResult s = des::simulate_step(r.model, r.cluster, r.workload, r.plan,
-                                              contention == "on", !trace.empty(), ranks == "all");
+    des::SimFaults faults;
+    auto parse_pairs = [](const std::vector<std::string>& items, const char* flag,
+                          const char* what) {
+      std::vector<std::pair<int, double>> out;
+      for (const auto& item : items) {
+        const auto colon = item.find(':');
+        int index = -1;
+        double factor = 0;
+        bool ok = colon != std::string::npos;
+        try {
+          size_t a = 0, b = 0;
+          if (ok) index = std::stoi(item.substr(0, colon), &a);
+          if (ok) factor = std::stod(item.substr(colon + 1), &b);
+          ok = ok && a == colon && b == item.size() - colon - 1;
+        } catch (const std::exception&) {
+          ok = false;
+        }
+        if (!ok || index < 0)
+          throw InputError({}, flag, fmt::format("'{}' is not {}:FACTOR (e.g. 5:1.2)", item, what));
+        if (!std::isfinite(factor) || factor < 1 || factor > 1000)
+          throw InputError({}, flag,
+                           fmt::format("factor {} in '{}' is not in [1, 1000] (a slowdown)",
+                                       item.substr(colon + 1), item));
+        out.emplace_back(index, factor);
+      }
+      return out;
+    };
+    faults.slow_gpus = parse_pairs(slow_gpu, "--slow-gpu", "RANK");
+    faults.slow_links = parse_pairs(slow_link, "--slow-link", "NODE");
+    faults.jitter_sigma = jitter;
+    faults.seed = static_cast<uint64_t>(seed);
+    des::StepSimResult s =
+        des::simulate_step(r.model, r.cluster, r.workload, r.plan, contention == "on",
+                           !trace.empty(), ranks == "all", faults);
+    // The same step without the faults, to say what they cost.
+    double clean_step_s = s.estimate.step_time_s;
+    if (!faults.empty())
+      clean_step_s = des::simulate_step(r.model, r.cluster, r.workload, r.plan, contention == "on",
+                                        false, ranks == "all")
+                         .estimate.step_time_s;
     if (!trace.empty()) {
       const std::string json_text = des::trace_json(s.trace, s.ranks, s.gpus, r.plan.pp);
       write_file_atomic(trace, json_text);
@@ -78,6 +149,20 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       j["simulated_ranks"] = s.ranks;
       j["rank_set"] = ranks;  // --ranks: stage or all
       j["contention"] = contention == "on";
+      if (!faults.empty()) {
+        nlohmann::json fj = {{"step_time_s_without_faults", clean_step_s},
+                             {"slowdown", s.estimate.step_time_s / clean_step_s},
+                             {"jitter_sigma", faults.jitter_sigma},
+                             {"seed", faults.seed}};
+        fj["slow_gpus"] = nlohmann::json::array();
+        for (const auto& [g, f] : faults.slow_gpus)
+          fj["slow_gpus"].push_back(
+              {{"rank", g}, {"factor", f}, {"stage", des::stage_of_rank(r.plan, g)}});
+        fj["slow_links"] = nlohmann::json::array();
+        for (const auto& [n, f] : faults.slow_links)
+          fj["slow_links"].push_back({{"node", n}, {"factor", f}});
+        j["faults"] = fj;
+      }
       // Per stage: activations alive at once in the timeline vs the schedule's statement.
       auto stages = nlohmann::json::array();
       for (size_t i = 0; i < s.peak_memory_bytes.size(); ++i)
@@ -97,6 +182,22 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
           s.events, s.ranks, ranks == "all" ? " (every GPU)" : " (one per stage)",
           s.analytic_step_s,
           100 * (s.estimate.step_time_s - s.analytic_step_s) / s.analytic_step_s);
+      if (!faults.empty()) {
+        fmt::print("\nfaults: step {:.3f} s against {:.3f} s without them ({:+.2f}%)\n",
+                   s.estimate.step_time_s, clean_step_s,
+                   100 * (s.estimate.step_time_s / clean_step_s - 1));
+        for (const auto& [g, f] : faults.slow_gpus)
+          fmt::print(
+              "  GPU {} x{:g}: pipeline stage {}; its TP/CP group runs at its pace and the "
+              "step waits for its replica\n",
+              g, f, des::stage_of_rank(r.plan, g));
+        for (const auto& [n, f] : faults.slow_links) fmt::print("  node {} NICs /{:g}\n", n, f);
+        if (faults.jitter_sigma > 0)
+          fmt::print("  jitter sigma {:g} (seed {}){}\n", faults.jitter_sigma, faults.seed,
+                     ranks == "all" ? ""
+                                    : "; with one rank per stage the data-parallel replicas' "
+                                      "independent noise is not drawn (--ranks all draws it)");
+      }
       fmt::print(
           "\nlive activations in the timeline (micro-batches held at once) and peak memory:\n");
       fmt::print("  {:>5} {:>10} {:>10} {:>12}\n", "stage", "simulated", "schedule", "peak GiB");

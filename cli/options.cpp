@@ -62,6 +62,15 @@ void add_resilience_options(CLI::App& app, SpecOptions& o) {
                  "Checkpoint every this many seconds (default: Young's optimum)")
       ->check(finite_range(1.0, 1e9))
       ->group(g);
+  app.add_option("--straggler-fraction", o.straggler_fraction,
+                 "Share of GPUs slow at any step (closed form: the step waits for the slowest)")
+      ->check(finite_range(0.0, 1.0))
+      ->group(g);
+  app.add_option("--straggler-factor", o.straggler_factor,
+                 "How many times longer a straggler's kernels take")
+      ->check(finite_range(1.0, 1000.0))
+      ->capture_default_str()
+      ->group(g);
   app.add_option("--skipped-steps", o.skipped_step_fraction,
                  "Share of steps skipped by fp16 loss scaling on overflow (a goodput term)")
       ->check(finite_range(0.0, 0.5))
@@ -181,6 +190,11 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
     ClusterServices sv = services_of(r.cluster);
     sv.data.tokens_per_s_per_node = s.loader_tokens_per_s_per_node;
     sv.data.source = "--loader-tokens-per-s-per-node";
+    r.cluster.services = sv;
+  }
+  if (s.straggler_fraction > 0) {
+    ClusterServices sv = services_of(r.cluster);
+    sv.stragglers = {s.straggler_fraction, s.straggler_factor};
     r.cluster.services = sv;
   }
   r.failure.async_save = s.async_save;

@@ -27,6 +27,7 @@ struct SpecOptions {
   double restart_s = 0;              // 0 = from its parts
   double checkpoint_interval_s = 0;  // 0 = Young's
   double skipped_step_fraction = 0;  // fp16 overflow skips
+  double straggler_fraction = 0, straggler_factor = 1.2;
 };
 
 struct PlanOptions {

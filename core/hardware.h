@@ -219,7 +219,14 @@ struct DataLoaderSpec {
   double tokens_per_s_per_worker = 0;
   std::string source;
 };
+// Stragglers: the share of GPUs that run slow at any moment and by how much (no default: a
+// what-if input; Lin et al., OSDI 2025, found 42.5% of 3,079 large jobs slowed >= 10%).
+struct StragglerSpec {
+  double fraction = 0;  // of the GPUs, slow at any one step
+  double factor = 1;    // their kernels take this many times longer
+};
 struct ClusterServices {
+  StragglerSpec stragglers;
   StorageSpec storage;
   ReliabilitySpec reliability;
   RestartSpec restart;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
@@ -85,7 +86,7 @@ class Sim final : public Handler {
       std::vector<int> gpus = in.gpu;
       gpus.insert(gpus.end(), in.dp_pred.begin(), in.dp_pred.end());
       gpus.insert(gpus.end(), in.dp_succ.begin(), in.dp_succ.end());
-      topo_ = std::make_unique<Topology>(*in.hw, in.num_gpus, gpus, net_);
+      topo_ = std::make_unique<Topology>(*in.hw, in.num_gpus, gpus, net_, in.slow_nodes);
     }
     // Links between neighbouring ranks, one per direction (the last rank wraps to the first
     // for interleaved chunks; V schedules send both passes both ways, each on the link of its
@@ -221,6 +222,8 @@ class Sim final : public Handler {
     const auto st = static_cast<size_t>(s % in_.p);  // costs are per stage
     double dur = task_seconds(t, split_w_, in_.v, in_.f[st], in_.b[st], in_.w[st]);
     if (in_.sm_slowdown > 0 && dp_active_[su] > 0) dur *= 1 + in_.sm_slowdown;  // SM contention
+    if (su < in_.slowdown.size()) dur *= in_.slowdown[su];
+    if (in_.jitter_sigma > 0) dur *= jitter(s, next_[su]);
     if (in_.dp_overlap && next_[su] == last_b_[su] && dp_phase_[su] == 0 && dp_seconds(s) > 0) {
       dp_phase_[su] = 1;  // buckets reduce while the last backward produces gradients
       start_dp(s, 0.9 * dp_seconds(s), 1);
@@ -432,6 +435,31 @@ class Sim final : public Handler {
     }
     dp_phase_[su] = 4;
     dp_end_[su] = engine_.now();
+  }
+
+  // The jitter factor of task k of rank s: the slowest of its TP/CP group's draws, each from a
+  // counter-based generator (splitmix64) keyed on the group, the stage and the task, so the
+  // group's simulated ranks draw alike and every run is reproducible.
+  double jitter(int s, size_t k) const {
+    const uint64_t group = static_cast<uint64_t>((s / in_.p) / std::max(1, in_.jitter_group));
+    const uint64_t stage = static_cast<uint64_t>(s % in_.p);
+    double worst = 0;
+    for (int i = 0; i < std::max(1, in_.jitter_group); ++i) {
+      uint64_t key = in_.jitter_seed ^ (group * 0x9E3779B97F4A7C15ull) ^ (stage << 40) ^
+                     (static_cast<uint64_t>(k) << 20) ^ static_cast<uint64_t>(i);
+      auto next = [&key] {
+        uint64_t z = (key += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+      };
+      // Box-Muller from two uniforms in (0, 1].
+      const double u1 = 1.0 - next(), u2 = next();
+      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+      worst = std::max(worst,
+                       std::exp(in_.jitter_sigma * z - 0.5 * in_.jitter_sigma * in_.jitter_sigma));
+    }
+    return worst;
   }
 
   const PipelineSimInput& in_;

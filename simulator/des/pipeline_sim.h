@@ -56,6 +56,17 @@ struct PipelineSimInput {
   // chunks); drawn on the dp stream beside the compute they overlap (their exposed part is in
   // the step's remainder, from the closed form).
   std::vector<std::array<double, 2>> zero3_s;
+  // Faults (simulate --slow-gpu, --slow-link, --jitter). Per simulated rank, the factor its
+  // compute is slowed by (empty: none). Nodes whose NICs run `factor` times slower (their
+  // flows are still sized at the nominal rate, so they take longer). Jitter: each task is
+  // slowed by the largest of `jitter_group` draws of a mean-one lognormal exp(sigma Z -
+  // sigma^2/2), the same draws for the ranks of one TP/CP group (simulated ranks s whose
+  // (s / p) / jitter_group and s % p agree), which run at their slowest member's pace.
+  std::vector<double> slowdown;
+  std::vector<std::pair<int, double>> slow_nodes;
+  double jitter_sigma = 0;
+  int jitter_group = 1;
+  uint64_t jitter_seed = 1;
 };
 
 // Streams of a simulated rank, for the trace (one thread each).

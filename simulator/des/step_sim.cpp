@@ -24,12 +24,41 @@ int global_rank(const Plan& p, int dp_i, int pp_i, int tp_cp_i = 0) {
   return tp_cp_i + (pp_in_dp ? inner * (pp_i + p.pp * dp_i) : inner * (dp_i + p.dp * pp_i));
 }
 
+// The (dp, pp, tp/cp) coordinate of a global rank (the inverse of global_rank).
+void coordinates(const Plan& p, int rank, int& dp_i, int& pp_i, int& inner_i) {
+  const int inner = p.tp * p.cp;
+  inner_i = rank % inner;
+  const int outer = rank / inner;
+  if (pp_inside_dp(p.rank_order)) {
+    pp_i = outer % p.pp;
+    dp_i = outer / p.pp;
+  } else {
+    dp_i = outer % p.dp;
+    pp_i = outer / p.dp;
+  }
+}
+
 }  // namespace
+
+int stage_of_rank(const Plan& p, int rank) {
+  int dp_i = 0, pp_i = 0, inner_i = 0;
+  coordinates(p, rank, dp_i, pp_i, inner_i);
+  return pp_i;
+}
 
 bool simulator_supports(const std::string& s) { return find_schedule(s) != nullptr; }
 
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                            bool link_sharing, bool record_trace, bool all_ranks) {
+                            bool link_sharing, bool record_trace, bool all_ranks,
+                            const SimFaults& faults) {
+  for (const auto& [g, f] : faults.slow_gpus)
+    if (g < 0 || g >= c.num_gpus)
+      throw InputError({}, "--slow-gpu",
+                       fmt::format("rank {} is not one of the {} GPUs", g, c.num_gpus));
+  for (const auto& [n, f] : faults.slow_links)
+    if (n < 0 || n >= c.nodes())
+      throw InputError({}, "--slow-link",
+                       fmt::format("node {} is not one of the {} nodes", n, c.nodes()));
   if (all_ranks && c.num_gpus > kMaxAllRanks)
     throw InputError({}, "--ranks",
                      fmt::format("'all' simulates every GPU and is limited to {} GPUs ({} here); "
@@ -100,6 +129,38 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   in.comm_s = d.exposed_tp_cp_ep;
   in.zero3_s = d.zero3_fwd_bwd_s;
   in.sm_slowdown = link_sharing ? c.profile.efficiency.comm_compute_slowdown : 0.0;
+  // Faults. A slow GPU slows its whole TP/CP group (they synchronise every layer); with one
+  // rank per stage it is the representative of its stage (the step waits for the slowest
+  // data-parallel replica at the gradient reduction). A slow node's NICs slow the links of the
+  // ranks that use them; with one rank per stage, those of the stages it holds.
+  if (!faults.slow_gpus.empty()) {
+    in.slowdown.assign(in.gpu.size(), 1.0);
+    for (const auto& [g, f] : faults.slow_gpus) {
+      int dp_i = 0, pp_i = 0, inner_i = 0;
+      coordinates(p, g, dp_i, pp_i, inner_i);
+      for (size_t k = 0; k < in.gpu.size(); ++k) {
+        int dk = 0, pk = 0, ik = 0;
+        coordinates(p, in.gpu[k], dk, pk, ik);
+        if (pk == pp_i && (!all_ranks || dk == dp_i)) in.slowdown[k] = std::max(in.slowdown[k], f);
+      }
+    }
+  }
+  for (const auto& [n, f] : faults.slow_links) {
+    if (all_ranks) {
+      in.slow_nodes.emplace_back(n, f);
+      continue;
+    }
+    for (int g = n * per_node; g < std::min(c.num_gpus, (n + 1) * per_node); ++g) {
+      const int st = stage_of_rank(p, g);
+      in.slow_nodes.emplace_back(in.gpu[static_cast<size_t>(st)] / per_node, f);
+      // The representative's DP ring crosses the slow node's stage replicas.
+      if (in.dp_succ[static_cast<size_t>(st)] >= 0)
+        in.slow_nodes.emplace_back(in.dp_succ[static_cast<size_t>(st)] / per_node, f);
+    }
+  }
+  in.jitter_sigma = faults.jitter_sigma;
+  in.jitter_group = p.tp * p.cp;
+  in.jitter_seed = faults.seed;
   const IPipelineSchedule* order = plan_schedule(p);
   PipelineSimResult sim = simulate_pipeline(in, *order, record_trace);
   // Live activations: the timeline's peak per stage against the schedule's statement; each

@@ -31,6 +31,18 @@ struct StepSimResult {
   std::vector<double> peak_memory_bytes;
 };
 
+// Faults to simulate (docs/simulator.md "Slow GPUs, flaky links and jitter").
+struct SimFaults {
+  std::vector<std::pair<int, double>> slow_gpus;   // (global rank, factor >= 1): its kernels
+  std::vector<std::pair<int, double>> slow_links;  // (node, factor >= 1): its NICs
+  double jitter_sigma = 0;  // per-task lognormal noise (mean one), sigma of log
+  uint64_t seed = 1;
+  bool empty() const { return slow_gpus.empty() && slow_links.empty() && jitter_sigma <= 0; }
+};
+
+// The pipeline stage of a global rank under the plan's rank order.
+int stage_of_rank(const Plan& p, int rank);
+
 // Schedules the simulator can order (others: InputError naming --schedule).
 bool simulator_supports(const std::string& schedule);
 
@@ -39,7 +51,7 @@ bool simulator_supports(const std::string& schedule);
 inline constexpr int kMaxAllRanks = 16384;
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             bool link_sharing = true, bool record_trace = false,
-                            bool all_ranks = false);
+                            bool all_ranks = false, const SimFaults& faults = {});
 
 // Chrome/Perfetto trace JSON (CONVENTIONS.md §6): a process per simulated rank (pipeline
 // stage), a thread per stream (compute, pp send, pp recv, dp), an X slice per task or

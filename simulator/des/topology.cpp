@@ -14,6 +14,7 @@ namespace {
 
 struct EdgeProps {
   double capacity_bytes_per_s = 0;
+  double nominal_bytes_per_s = 0;
   int link = -1;  // flow-network link, created on first use
 };
 
@@ -36,7 +37,7 @@ struct Topology::Graph {
 };
 
 Topology::Topology(const HardwareProfile& hw, int num_gpus, const std::vector<int>& gpus,
-                   FlowNetwork& net)
+                   FlowNetwork& net, const std::vector<std::pair<int, double>>& slow_nodes)
     : g_(std::make_unique<Graph>()), net_(net) {
   const int per_node = std::max(1, hw.node.gpus_per_node);
   const int domain = std::max(per_node, hw.node.placement_domain_gpus());
@@ -46,9 +47,15 @@ Topology::Topology(const HardwareProfile& hw, int num_gpus, const std::vector<in
   const double nic = hw.scale_out.nic_gbps * units::kGB;
   const double uplink = nodes * nic / std::max(1.0, hw.scale_out.oversubscription);
   BGraph& g = g_->g;
-  auto both = [&](Vertex a, Vertex b, double cap) {
-    boost::add_edge(a, b, EdgeProps{cap, -1}, g);
-    boost::add_edge(b, a, EdgeProps{cap, -1}, g);
+  auto both = [&](Vertex a, Vertex b, double cap, double slow = 1.0) {
+    boost::add_edge(a, b, EdgeProps{cap / slow, cap, -1}, g);
+    boost::add_edge(b, a, EdgeProps{cap / slow, cap, -1}, g);
+  };
+  auto slowness = [&](int node) {
+    double f = 1.0;
+    for (const auto& [n, x] : slow_nodes)
+      if (n == node) f = std::max(f, x);
+    return f;
   };
   const Vertex spine = boost::add_vertex(g);
   std::vector<Vertex> leaf(static_cast<size_t>(nics));
@@ -63,16 +70,17 @@ Topology::Topology(const HardwareProfile& hw, int num_gpus, const std::vector<in
     const int dom = n * per_node / domain;
     auto sw = nvswitch.find(dom);
     if (sw == nvswitch.end()) sw = nvswitch.emplace(dom, boost::add_vertex(g)).first;
+    const double slow = slowness(n);
     std::vector<Vertex> nic_v(static_cast<size_t>(nics));
     for (int k = 0; k < nics; ++k) {
       nic_v[static_cast<size_t>(k)] = boost::add_vertex(g);
-      both(nic_v[static_cast<size_t>(k)], leaf[static_cast<size_t>(k)], nic);
+      both(nic_v[static_cast<size_t>(k)], leaf[static_cast<size_t>(k)], nic, slow);
     }
     for (int l = 0; l < per_node && n * per_node + l < num_gpus; ++l) {
       const Vertex v = boost::add_vertex(g);
       g_->gpu[n * per_node + l] = v;
       both(v, sw->second, nvlink);
-      both(v, nic_v[static_cast<size_t>(l * nics / per_node)], nic);
+      both(v, nic_v[static_cast<size_t>(l * nics / per_node)], nic, slow);
     }
   }
 }
@@ -117,7 +125,10 @@ const std::vector<int>& Topology::route(int src, int dst) {
       std::reverse(path.begin(), path.end());
       for (Edge e : path) {
         EdgeProps& ep = g[e];
-        if (ep.link < 0) ep.link = net_.add_link(ep.capacity_bytes_per_s);
+        if (ep.link < 0) {
+          ep.link = net_.add_link(ep.capacity_bytes_per_s);
+          nominal_[ep.link] = ep.nominal_bytes_per_s;
+        }
         links.push_back(ep.link);
       }
     }
@@ -135,7 +146,10 @@ std::vector<int> Topology::ring_route(int pred, int self, int succ) {
 
 double Topology::bottleneck_bytes_per_s(const std::vector<int>& links) const {
   double r = std::numeric_limits<double>::infinity();
-  for (int l : links) r = std::min(r, net_.capacity(l));
+  for (int l : links) {
+    const auto it = nominal_.find(l);
+    r = std::min(r, it != nominal_.end() ? it->second : net_.capacity(l));
+  }
   return r;
 }
 

@@ -32,8 +32,11 @@ namespace dtplan::des {
 
 class Topology {
  public:
-  // `gpus`: every GPU a route may start or end at.
-  Topology(const HardwareProfile& hw, int num_gpus, const std::vector<int>& gpus, FlowNetwork& net);
+  // `gpus`: every GPU a route may start or end at. `slow_nodes`: (node, factor) whose NIC
+  // links run factor times below their line rate (a flaky link); bottleneck_bytes_per_s still
+  // reports the nominal rate, so a transfer sized by it takes longer there.
+  Topology(const HardwareProfile& hw, int num_gpus, const std::vector<int>& gpus, FlowNetwork& net,
+           const std::vector<std::pair<int, double>>& slow_nodes = {});
   ~Topology();
   Topology(const Topology&) = delete;
   Topology& operator=(const Topology&) = delete;
@@ -44,7 +47,7 @@ class Topology {
   // route to its successor and the down half of the route from its predecessor, so that the
   // member's own links carry both what it sends and what it receives.
   std::vector<int> ring_route(int pred, int self, int succ);
-  // The smallest line rate along a route, bytes/s (infinity for an empty route).
+  // The smallest nominal line rate along a route, bytes/s (infinity for an empty route).
   double bottleneck_bytes_per_s(const std::vector<int>& links) const;
   int vertices() const;
 
@@ -53,6 +56,7 @@ class Topology {
   std::unique_ptr<Graph> g_;
   FlowNetwork& net_;
   std::map<std::pair<int, int>, std::vector<int>> routes_;
+  std::map<int, double> nominal_;  // flow-network link -> its line rate without faults
 };
 
 }  // namespace dtplan::des

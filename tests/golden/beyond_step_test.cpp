@@ -10,6 +10,8 @@
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/collective_study.h"
 #include "simulator/cost/reliability.h"
+#include "simulator/des/step_sim.h"
+#include "simulator/step/step_costs.h"
 #include "simulator/step/step_terms.h"
 
 namespace dtplan {
@@ -237,6 +239,113 @@ TEST(DataStallGolden, ALoaderBelowTheConsumptionRateStalls) {
   EXPECT_NEAR(stall, step, 1e-9 * step);
   EXPECT_NEAR(slow.step_time_s, 2 * step, 1e-9 * step);
   EXPECT_LT(slow.tokens_per_s, fast.tokens_per_s);
+}
+
+// A straggler at 1.2x in one TP group of a 4-stage 1F1B pipeline (GPT-3 175B, TP8 PP4 DP2, 16
+// micro-batches). The last stage (it holds the loss: the busiest) alternates F and B from its
+// first micro-batch, so its m (f + b + w) is on the critical path: slowing it by 1.2 adds
+// exactly 0.2 m (f + b + w). An interior stage's extra work is partly absorbed by the slack
+// of the others: it adds at least 0.2 (f + b + w) (one micro-batch's pass through it) and at
+// most 0.2 m (f + b + w) (all of its work). A slow GPU slows its whole TP group: any of its
+// 8 ranks gives the same step, and so does simulating every rank.
+TEST(StragglerGolden, OneSlowTpGroupOfAFourStagePipeline) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const Cluster c = load_cluster("dgx-h100", 64);
+  Plan p;
+  p.tp = 8, p.pp = 4, p.dp = 2, p.sp = true, p.mbs = 1, p.gbs = 32;
+  Workload w;
+  w.seq_len = 4096;
+  w.global_batch = 32;
+  StepCosts d;
+  estimate(m, c, w, p, {}, nullptr, &d);
+  const int micro = p.num_microbatches();
+  ASSERT_EQ(micro, 16);
+  const des::StepSimResult clean = des::simulate_step(m, c, w, p, false);
+  for (int stage = 0; stage < 4; ++stage) {
+    const double t_k = d.f[stage] + d.b[stage] + d.w[stage];
+    double step = 0;
+    for (int tp_rank : {0, 3, 7}) {
+      des::SimFaults faults;
+      const int rank = 8 * 2 * stage + tp_rank;  // replica 0 of `stage` (tp-cp-ep-dp-pp order)
+      ASSERT_EQ(des::stage_of_rank(p, rank), stage);
+      faults.slow_gpus = {{rank, 1.2}};
+      const des::StepSimResult slow = des::simulate_step(m, c, w, p, false, false, false, faults);
+      const double delta = slow.pipeline_s - clean.pipeline_s;
+      if (stage == 3) {
+        EXPECT_NEAR(delta, 0.2 * micro * t_k, 1e-6 * delta);
+      } else {
+        EXPECT_GE(delta, 0.2 * t_k);
+        EXPECT_LE(delta, 0.2 * micro * t_k);
+      }
+      if (tp_rank > 0) {
+        EXPECT_DOUBLE_EQ(slow.estimate.step_time_s, step);
+      }
+      step = slow.estimate.step_time_s;
+      const des::StepSimResult all = des::simulate_step(m, c, w, p, false, false, true, faults);
+      EXPECT_NEAR(all.estimate.step_time_s, step, 1e-6 * step) << stage;
+    }
+  }
+}
+
+// The closed-form counterpart: 0.1% of 256 GPUs slow by 1.2 puts a straggler in 1 - 0.999^256
+// = 22.6% of steps, each adding 0.2 x the busiest stage's compute (+ recompute).
+TEST(StragglerGolden, ClosedFormChargesTheChanceOfAStragglerTimesItsExtraWork) {
+  const ModelSpec m = load_model("gpt3-175b");
+  Cluster c = load_cluster("dgx-a100-80g", 256);
+  Plan p = gpt3_plan();
+  p.dp = 4;
+  Workload w;
+  w.seq_len = 2048;
+  w.global_batch = 1536;
+  const Estimate clean = estimate(m, c, w, p);
+  ClusterServices sv = default_services(c.profile);
+  sv.stragglers = {0.001, 1.2};
+  c.services = sv;
+  const Estimate slow = estimate(m, c, w, p);
+  const double p_any = 1 - std::pow(0.999, 256);
+  EXPECT_NEAR(p_any, 0.2260, 1e-4);
+  const double extra = p_any * 0.2 * (clean.compute_s + clean.recompute_s);
+  EXPECT_NEAR(slow.step_time_s - clean.step_time_s, extra, 1e-9 * extra);
+  double listed = -1;
+  for (const auto& t : step_terms(slow))
+    if (std::string(t.key) == "straggler_s") listed = t.seconds;
+  EXPECT_NEAR(listed, extra, 1e-9 * extra);
+}
+
+// A straggler never speeds the step up, and a slower one never makes it faster than a less
+// slow one; jitter (mean one) never does either, since each group waits for its slowest draw.
+TEST(StragglerProperty, FaultsNeverSpeedTheStepUp) {
+  const ModelSpec m = load_model("llama3-8b");
+  const Cluster c = load_cluster("dgx-h100", 64);
+  Plan p;
+  p.tp = 4, p.pp = 4, p.dp = 4, p.mbs = 1, p.gbs = 64, p.sp = true;
+  Workload w;
+  w.seq_len = 2048;
+  w.global_batch = 64;
+  const double clean = des::simulate_step(m, c, w, p).estimate.step_time_s;
+  for (int rank : {0, 17, 33, 63}) {
+    double previous = clean;
+    for (double factor : {1.0, 1.05, 1.5, 3.0}) {
+      des::SimFaults f;
+      f.slow_gpus = {{rank, factor}};
+      const double t = des::simulate_step(m, c, w, p, true, false, false, f).estimate.step_time_s;
+      EXPECT_GE(t, previous * (1 - 1e-12)) << rank << " x" << factor;
+      previous = t;
+    }
+  }
+  for (int node : {0, 3, 7}) {
+    des::SimFaults f;
+    f.slow_links = {{node, 4.0}};
+    EXPECT_GE(des::simulate_step(m, c, w, p, true, false, false, f).estimate.step_time_s,
+              clean * (1 - 1e-12))
+        << node;
+  }
+  for (uint64_t seed : {1, 2, 3}) {
+    des::SimFaults f;
+    f.jitter_sigma = 0.1;
+    f.seed = seed;
+    EXPECT_GT(des::simulate_step(m, c, w, p, true, false, true, f).estimate.step_time_s, clean);
+  }
 }
 
 }  // namespace
