@@ -179,8 +179,9 @@ struct HardwareProfile {
   // NCCL_ALGO pins it ("ring", "tree", ... from `dtplan list collectives`); "" = the fastest
   // registered one per call, as NCCL's tuner picks. Set by a what-if scenario (reports/).
   std::string collective_algorithm;
-  // Parameter servers the `ps` algorithm pushes to and pulls from (0 = one per node of the
-  // group); set by `dtplan collective --servers` and the what-if key `parameter_servers`.
+  // Parameter servers each group priced with the `ps` algorithm pushes to and pulls from (its
+  // own: groups do not share them; 0 = one per node of the group); set by `dtplan collective
+  // --servers` and the what-if key `parameter_servers`.
   int parameter_servers = 0;
 };
 

@@ -9,6 +9,7 @@
 #include "simulator/cost/collective_cost.h"
 #include "simulator/cost/i_collective_algorithm.h"
 #include "simulator/cost/memory_model.h"
+#include "simulator/cost/reliability.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
 #include "simulator/step/step_terms.h"
 #include "simulator/workload/op_program.h"
@@ -313,6 +314,83 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
     d.estimator_value = e.bubble_s;
     out.push_back(d);
   }
+  return out;
+}
+
+std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                        const Plan& p, const Estimate& e) {
+  std::vector<Derivation> out;
+  const FailureCosts f = failure_costs(m, c, p, e.step_time_s);
+  const CheckpointCosts& k = f.checkpoint;
+  const ClusterServices sv = services_of(c);
+  const double params = static_cast<double>(count_params(m).total());
+  auto add = [&](std::string q, std::string formula, std::string subst, double value,
+                 double model_value, std::string result) {
+    out.push_back({std::move(q), std::move(formula), std::move(subst), std::move(result), value,
+                   model_value});
+  };
+  const double size = 14.0 * params;
+  add("checkpoint size", "(2 B weights + 4 B fp32 master + 8 B Adam moments) x parameters",
+      fmt::format("14 B x {}", params_text(params)), size, k.size_bytes, human_bytes(size));
+  const double shard = size / k.writers;
+  add("shard per rank", "checkpoint / writing ranks (fully parallel save)",
+      fmt::format("{} / {}", human_bytes(size), k.writers), shard, k.per_rank_bytes,
+      human_bytes(shard));
+  const double pcie = c.profile.host.pcie_gbps_per_gpu > 0 ? c.profile.host.pcie_gbps_per_gpu : 16;
+  const double d2h = shard / (pcie * 1e9);
+  add("copy to host", "shard / PCIe per GPU",
+      fmt::format("{} / {:g} GB/s", human_bytes(shard), pcie), d2h, k.d2h_s, secs(d2h));
+  const double node_s = k.per_node_bytes / (sv.storage.write_gbps_per_node * 1e9);
+  const double fs_s =
+      sv.storage.aggregate_write_gbps > 0 ? size / (sv.storage.aggregate_write_gbps * 1e9) : 0;
+  const double write = std::max(node_s, fs_s);
+  add("storage write", "max(node's shards / node write rate, checkpoint / file-system rate)",
+      fmt::format(
+          "max({} / {:g} GB/s, {})", human_bytes(k.per_node_bytes), sv.storage.write_gbps_per_node,
+          sv.storage.aggregate_write_gbps > 0
+              ? fmt::format("{} / {:g} GB/s", human_bytes(size), sv.storage.aggregate_write_gbps)
+              : std::string("no file-system limit")),
+      write, k.storage_write_s, secs(write));
+  const double delta = d2h + write;
+  add("checkpoint blocks training (synchronous)", "copy + write; --async-save: the copy alone",
+      fmt::format("{:.3f} + {:.3f} s", d2h, write), delta, f.checkpoint_blocking_s,
+      fmt::format("{} (async: {})", secs(delta), secs(d2h)));
+  const double mtbf = sv.reliability.mtbf_per_gpu_hours * 3600.0 / c.num_gpus;
+  add("job MTBF", "MTBF per GPU / GPUs",
+      fmt::format("{:.0f} h x 3600 / {}", sv.reliability.mtbf_per_gpu_hours, c.num_gpus), mtbf,
+      f.job_mtbf_s, fmt::format("{:.2f} h", mtbf / 3600));
+  const double tau = std::sqrt(2.0 * delta * mtbf);
+  add("checkpoint interval (Young)", "sqrt(2 x delta x MTBF)",
+      fmt::format("sqrt(2 x {:.3f} s x {:.0f} s)", delta, mtbf), tau, f.interval_s,
+      fmt::format("{} = {:.0f} steps (Daly: {})", secs(tau), tau / e.step_time_s,
+                  secs(f.daly_interval_s)));
+  const RestartCosts& r = f.restart;
+  const double restart = r.detection_s + r.requeue_s + r.init_s + r.load_s + r.fast_forward_s;
+  add("restart",
+      "detection + requeue + start-up (+ per 1,000 ranks) + checkpoint load + fast-forward",
+      fmt::format("{:.0f} + {:.0f} + {:.1f} + {:.2f} + {:.0f} s", r.detection_s, r.requeue_s,
+                  r.init_s, r.load_s, r.fast_forward_s),
+      restart, f.restart_s, secs(restart));
+  const double lost = delta / tau + tau / 2.0 / mtbf + restart / mtbf;
+  add("time lost", "delta / tau + tau / (2 MTBF) + restart / MTBF",
+      fmt::format("{:.3f}/{:.0f} + {:.0f}/(2 x {:.0f}) + {:.0f}/{:.0f}", delta, tau, tau, mtbf,
+                  restart, mtbf),
+      lost, f.lost_fraction, fmt::format("{:.2f}%", 100 * lost));
+  add("goodput", "tokens/s x (1 - time lost)",
+      fmt::format("{:.0f} x (1 - {:.4f})", e.tokens_per_s, lost), e.tokens_per_s * (1 - lost),
+      e.tokens_per_s * f.goodput, fmt::format("{:.0f} tokens/s", e.tokens_per_s * (1 - lost)));
+  // The data loader against what the step consumes (the data-stall step term).
+  const double gbs = static_cast<double>(p.gbs > 0 ? p.gbs : w.global_batch);
+  const double loading_nodes = std::max(1.0, static_cast<double>(c.nodes()) / std::max(1, p.pp));
+  const double need = gbs * static_cast<double>(w.seq_len) / loading_nodes / e.step_time_s;
+  const double rate = loader_tokens_per_s_per_node(c);
+  add("data loader", "tokens per loading node per step / step vs the loader's tokens/s per node",
+      fmt::format("{:.0f} x {} / {:.0f} nodes / {:.3f} s vs {:.3g}", gbs, w.seq_len, loading_nodes,
+                  e.step_time_s, rate),
+      need, need,
+      fmt::format("needs {:.3g} tokens/s per node: {}", need,
+                  rate >= need ? "the step does not wait for data"
+                               : "the step waits for data (a data stall)"));
   return out;
 }
 

@@ -18,6 +18,11 @@ namespace dtplan::reports {
 std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workload& w,
                                const Plan& p, const Estimate& e);
 
+// Checkpoints and failures of the plan (simulator/cost/reliability.h) and its data loader, each
+// figure from its parts; estimator_value is failure_costs()' figure (tests check they agree).
+std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                        const Plan& p, const Estimate& e);
+
 // "2.16 GB", "812 MB": bytes in decimal units, as the examples write them.
 std::string human_bytes(double bytes);
 

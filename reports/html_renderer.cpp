@@ -342,6 +342,20 @@ std::string render_report_html(const ReportData& d) {
                    e(dv.quantity), e(dv.formula), e(dv.substituted), e(dv.result));
   o += "</table>\n";
 
+  if (!d.failures.empty()) {
+    o += "<h2 id=\"failures\">Checkpoints and failures</h2>\n<p>What a checkpoint of the "
+         "recommended plan holds and costs, how often to write it, what a restart takes and what "
+         "share of the time failures leave (docs/resilience.md; defaults and sources there).</p>\n"
+         "<table><tr><th class=\"l\">quantity</th><th class=\"l\">formula</th><th "
+         "class=\"l\">values</th><th>result</th></tr>\n";
+    for (const auto& dv : d.failures)
+      fmt::format_to(out,
+                     "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>"
+                     "<td>{}</td></tr>\n",
+                     e(dv.quantity), e(dv.formula), e(dv.substituted), e(dv.result));
+    o += "</table>\n";
+  }
+
   o += "<h2 id=\"alternatives\">Alternatives</h2>\n<p>For each dimension, the best plan that "
        "differs from the recommended one in it (the search re-run with that dimension "
        "pinned).</p>\n<table><tr><th class=\"l\">dimension</th><th class=\"l\">best plan</th>"

@@ -232,6 +232,16 @@ std::string render_report_markdown(const ReportData& d) {
     table(o, {"quantity", "formula", "values", "result"}, rows);
   }
 
+  if (!d.failures.empty()) {
+    o += "## Checkpoints and failures\n\nWhat a checkpoint of the recommended plan holds and "
+         "costs, how often to write it, what a restart takes and what share of the time failures "
+         "leave (docs/resilience.md).\n\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& dv : d.failures)
+      rows.push_back({c(dv.quantity), c(dv.formula), c(dv.substituted), c(dv.result)});
+    table(o, {"quantity", "formula", "values", "result"}, rows);
+  }
+
   o += "## Alternatives\n\nFor each dimension, the best plan that differs from the recommended "
        "one in it (the search re-run with that dimension pinned).\n\n";
   {

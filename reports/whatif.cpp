@@ -125,6 +125,20 @@ ScenarioSettings read_settings(YamlMap& y, bool is_base) {
   s.mtbf_per_gpu_hours = y.opt_double("mtbf_per_gpu_hours", 0.0);
   s.checkpoint_write_gbps_per_node = y.opt_double("checkpoint_write_gbps_per_node", 0.0);
   s.restart_s = y.opt_double("restart_s", 0.0, true);
+  s.async_save = y.opt_bool("async_save");
+  s.loader_tokens_per_s_per_node = y.opt_double("loader_tokens_per_s_per_node", 0.0);
+  if (auto v = y.opt_double("straggler_fraction", 0.0, true)) {
+    if (*v > 1) y.fail("straggler_fraction", "must be at most 1 (a share of the GPUs)");
+    s.straggler_fraction = v;
+  }
+  if (auto v = y.opt_double("straggler_factor", 1.0, true)) {
+    if (*v > 1000) y.fail("straggler_factor", "must be at most 1000");
+    s.straggler_factor = v;
+  }
+  if (auto v = y.opt_int("parameter_servers", 1)) {
+    if (*v > (1 << 20)) y.fail("parameter_servers", "more than a million servers");
+    s.parameter_servers = static_cast<int>(*v);
+  }
   s.train_tokens = y.opt_double("train_tokens", 0.0);
   auto ints = [&](const char* key, int lo, int hi) -> std::optional<std::vector<int>> {
     if (!y.has(key)) return std::nullopt;
@@ -190,6 +204,11 @@ ScenarioSettings merge(const ScenarioSettings& base, const ScenarioSettings& v) 
   take(s.mtbf_per_gpu_hours, v.mtbf_per_gpu_hours);
   take(s.checkpoint_write_gbps_per_node, v.checkpoint_write_gbps_per_node);
   take(s.restart_s, v.restart_s);
+  take(s.async_save, v.async_save);
+  take(s.loader_tokens_per_s_per_node, v.loader_tokens_per_s_per_node);
+  take(s.straggler_fraction, v.straggler_fraction);
+  take(s.straggler_factor, v.straggler_factor);
+  take(s.parameter_servers, v.parameter_servers);
   take(s.train_tokens, v.train_tokens);
   take(s.tp, v.tp);
   take(s.pp, v.pp);
@@ -235,6 +254,17 @@ std::string describe_settings(const ScenarioSettings& s, bool is_base) {
           fmt::format("checkpoint writes {:g} GB/s per node", *s.checkpoint_write_gbps_per_node));
     if (k == "restart_s" && s.restart_s)
       parts.push_back(fmt::format("restart {:g} s", *s.restart_s));
+    if (k == "async_save" && s.async_save)
+      parts.push_back(*s.async_save ? "asynchronous checkpoints" : "synchronous checkpoints");
+    if (k == "loader_tokens_per_s_per_node" && s.loader_tokens_per_s_per_node)
+      parts.push_back(
+          fmt::format("loader {:.3g} tokens/s per node", *s.loader_tokens_per_s_per_node));
+    if (k == "straggler_fraction" && s.straggler_fraction)
+      parts.push_back(fmt::format("{:g}% of GPUs slow", 100 * *s.straggler_fraction));
+    if (k == "straggler_factor" && s.straggler_factor)
+      parts.push_back(fmt::format("stragglers x{:g}", *s.straggler_factor));
+    if (k == "parameter_servers" && s.parameter_servers)
+      parts.push_back(fmt::format("{} parameter servers", *s.parameter_servers));
     if (k == "train_tokens" && s.train_tokens)
       parts.push_back(fmt::format("train {:.3g}T tokens", *s.train_tokens / 1e12));
     if (k == "allow_cross_node_tp" && s.allow_cross_node_tp)
@@ -364,8 +394,16 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
     if (s.nic_gbps) hw.scale_out.nic_gbps = *s.nic_gbps;
     if (s.nvlink_gbps) hw.node.nvlink_gbps_per_direction = *s.nvlink_gbps;
     if (s.collective_algorithm) hw.collective_algorithm = *s.collective_algorithm;
-    if (s.mtbf_per_gpu_hours || s.checkpoint_write_gbps_per_node) {
+    if (s.parameter_servers) hw.parameter_servers = *s.parameter_servers;
+    if (s.mtbf_per_gpu_hours || s.checkpoint_write_gbps_per_node ||
+        s.loader_tokens_per_s_per_node || s.straggler_fraction) {
       ClusterServices sv = services_of(cluster);
+      if (s.loader_tokens_per_s_per_node) {
+        sv.data.tokens_per_s_per_node = *s.loader_tokens_per_s_per_node;
+        sv.data.source = "what-if scenario";
+      }
+      if (s.straggler_fraction)
+        sv.stragglers = {*s.straggler_fraction, s.straggler_factor.value_or(1.2)};
       if (s.mtbf_per_gpu_hours) {
         sv.reliability.mtbf_per_gpu_hours = *s.mtbf_per_gpu_hours;
         sv.reliability.source = "what-if scenario";
@@ -424,6 +462,7 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
       {
         FailureOptions fo;
         fo.restart_s = s.restart_s;
+        fo.async_save = s.async_save.value_or(false);
         const FailureCosts fc = failure_costs(model, cluster, r.top.front().plan,
                                               r.top.front().estimate.step_time_s, fo);
         c.has_reliability = true;

@@ -31,6 +31,11 @@ struct ScenarioSettings {
   // Failure rate and checkpointing: MTBF per GPU, checkpoint write bandwidth per node (GB/s),
   // time to restart after a failure (default: reading the checkpoint back at the write rate).
   std::optional<double> mtbf_per_gpu_hours, checkpoint_write_gbps_per_node, restart_s;
+  std::optional<bool> async_save;  // checkpoints block only for the device-to-host copy
+  // Beyond the step: the data loader's rate per node, stragglers (closed form), parameter
+  // servers for `collective_algorithm: ps`.
+  std::optional<double> loader_tokens_per_s_per_node, straggler_fraction, straggler_factor;
+  std::optional<int> parameter_servers;
   std::optional<double> train_tokens;  // time to train (days) for this many tokens
   std::optional<bool> allow_cross_node_tp;
   std::optional<std::vector<int>> tp, pp, cp, ep, vpp, mbs, zero;

@@ -80,6 +80,29 @@ TEST(Derivations, EveryFormulaEqualsTheEstimatorsFigure) {
   }
 }
 
+// The checkpoint and failure derivations rebuild each figure from its parts; each must equal
+// failure_costs()' figure (the loader's line states a need, compared with itself).
+TEST(Derivations, FailureFiguresEqualTheFailureModel) {
+  for (const Case& c : cases()) {
+    const ModelSpec m = load_model(c.model);
+    const Cluster cl = load_cluster(c.profile, c.gpus);
+    Workload w;
+    w.seq_len = c.seq;
+    w.global_batch = c.gbs;
+    Plan p = c.plan;
+    p.gbs = c.gbs;
+    const Estimate e = estimate(m, cl, w, p);
+    const auto ds = derive_failures(m, cl, w, p, e);
+    EXPECT_EQ(ds.size(), 11u);
+    for (const auto& d : ds) {
+      EXPECT_GT(d.estimator_value, 0) << d.quantity;
+      EXPECT_NEAR(d.value, d.estimator_value, 1e-9 * std::fabs(d.estimator_value))
+          << d.quantity << " of " << c.model << " " << p.describe() << ": " << d.formula << " = "
+          << d.substituted;
+    }
+  }
+}
+
 // Independent figure: GPT-3 175B, TP8 PP8 DP4, distributed optimizer (ZeRO-1). Stage 0 holds 12
 // of the 96 layers, each 12h^2 + 13h parameters (Narayanan et al. 2021, eq. 2 terms: QKV and
 // projection 4h^2 + MLP 8h^2, biases and norms 13h), the matrices split 8 ways by TP, plus the
