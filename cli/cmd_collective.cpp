@@ -118,7 +118,8 @@ void register_collective(CLI::App& app, CommandContext& ctx) {
                   "Price this algorithm only (dtplan list collectives); default: the fastest one "
                   "NCCL would pick (a calibrated table where the profile has one)");
   cmd->add_option("--servers", servers,
-                  "Parameter servers serving this group, for --algorithm ps (default: one per node of the group)")
+                  "Parameter servers serving this group, for --algorithm ps (default: one per node "
+                  "of the group)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--ranks-per-node", ranks_per_node,
                   "Ranks of the group on one node (NVLink domain); default: a whole node's GPUs")

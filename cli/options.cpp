@@ -128,6 +128,18 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
       ->check(CLI::IsMember({"bf16", "fp16", "fp8"}))
       ->capture_default_str()
       ->group(g);
+  app.add_option("--fp8-recipe", o.fp8_recipe,
+                 "FP8 scaling recipe (Megatron --fp8-recipe): its weight copies' scales and "
+                 "scaling state in the memory model")
+      ->check(CLI::IsMember({"delayed", "tensorwise", "mxfp8", "blockwise"}))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--fp8-amax-history-len", o.fp8_amax_history_len,
+                 "Amax history of delayed scaling (Megatron default 1; Transformer Engine's "
+                 "DelayedScaling default 1024)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str()
+      ->group(g);
   app.add_flag("--uneven-pp", o.uneven_pp,
                "First and last pipeline chunks take fewer layers (chosen, with a note, when "
                "the layers do not divide by pp*vpp)")
@@ -204,6 +216,18 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   Workload& w = r.workload;
   w.seq_len = o.seq;
   w.precision = parse_precision(o.precision).value_or(Precision::kBf16);
+  w.fp8_recipe = o.fp8_recipe == "tensorwise"  ? Fp8Recipe::kTensorwise
+                 : o.fp8_recipe == "mxfp8"     ? Fp8Recipe::kMxfp8
+                 : o.fp8_recipe == "blockwise" ? Fp8Recipe::kBlockwise
+                                               : Fp8Recipe::kDelayed;
+  w.fp8_amax_history_len = o.fp8_amax_history_len;
+  if (w.fp8_recipe == Fp8Recipe::kMxfp8 && r.cluster.profile.gpu.name.find('B') != 0 &&
+      r.cluster.profile.gpu.name.find("GB") != 0 && w.precision == Precision::kFp8)
+    violations.push_back(
+        {"--fp8-recipe", fmt::format("mxfp8 needs Blackwell (B200, GB200, ...); {} has none "
+                                     "(Megatron transformer_config.py: 'mxfp8' for Blackwell "
+                                     "architecture only)",
+                                     r.cluster.profile.gpu.name)});
   w.train_tokens = o.train_tokens;
   Plan& p = r.plan;
   p.tp = o.tp;

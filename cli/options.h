@@ -41,6 +41,8 @@ struct PlanOptions {
   int64_t seq = 2048;
   std::string schedule;  // "" = 1f1b, or interleaved when vpp > 1
   std::string precision = "bf16";
+  std::string fp8_recipe = "delayed";  // Megatron --fp8-recipe
+  int fp8_amax_history_len = 1;        // Megatron --fp8-amax-history-len
   bool uneven_pp = false;
   bool account_for_embedding = false, account_for_loss = false;
   bool no_overlap_grad_reduce = false;

@@ -8,6 +8,20 @@
 
 namespace dtplan {
 
+const char* to_string(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kTensorwise:
+      return "tensorwise";
+    case Fp8Recipe::kMxfp8:
+      return "mxfp8";
+    case Fp8Recipe::kBlockwise:
+      return "blockwise";
+    case Fp8Recipe::kDelayed:
+      break;
+  }
+  return "delayed";
+}
+
 ScheduleName::ScheduleName(std::string_view name) {
   // Interned under a lock: plans are built on the CLI and search threads alike. A name is made
   // once per distinct text; searches copy the ones they made.

@@ -15,10 +15,20 @@
 
 namespace dtplan {
 
+// FP8 scaling recipes (Megatron-LM --fp8-recipe, megatron/core/transformer/transformer_config.py
+// fp8_recipe, NVIDIA/Megatron-LM d98e8a6; default "delayed").
+enum class Fp8Recipe { kDelayed, kTensorwise, kMxfp8, kBlockwise };
+const char* to_string(Fp8Recipe r);
+
 struct Workload {
   int64_t seq_len = 2048;
   int64_t global_batch = 1536;  // sequences per optimizer step
   Precision precision = Precision::kBf16;
+  // FP8 only: the recipe and, for delayed scaling, the amax history length (Megatron
+  // --fp8-amax-history-len, default 1: transformer_config.py fp8_amax_history_len, d98e8a6;
+  // Transformer Engine's own DelayedScaling default is 1024).
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
+  int fp8_amax_history_len = 1;
   std::string optimizer = "adam";
   double train_tokens = 0;  // 0 = not given
 };

@@ -394,4 +394,57 @@ std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, co
   return out;
 }
 
+std::vector<Derivation> derive_precision(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                         const Plan& p, const Estimate& e) {
+  std::vector<Derivation> out;
+  const int stage = e.peak_stage;
+  const RankLayers l = layers_on_rank(m, p, stage);
+  const ParamCounts counts = count_params(m);
+  const HardwareProfile& hw = c.profile;
+  if (w.precision == Precision::kFp8) {
+    const double linear = linear_params_on_rank(m, counts, p, l);
+    out.push_back({"GEMMs in FP8",
+                   "the transformer layers' linear layers (Transformer Engine), at the FP8 peak",
+                   fmt::format("{} layers on stage {}; FP8 peak {:.0f} TFLOP/s vs BF16 {:.0f}",
+                               l.total(), stage, hw.gpu.peak_tflops[2], hw.gpu.peak_tflops[0]),
+                   "QKV, projection, fc1, fc2, experts", linear, linear});
+    out.push_back({"kept in 16 bits",
+                   "output layer (fp8_output_proj off), router (moe_router_dtype), attention "
+                   "core (no FP8 backward), embeddings and norms (not GEMMs)",
+                   "Megatron-LM transformer_config.py, NVIDIA/Megatron-LM d98e8a6",
+                   "logits and router GEMMs at the BF16 peak", 0, 0});
+    const double per = fp8_weight_copy_bytes_per_param(w.fp8_recipe);
+    const double copies = p.zero < 3 ? per * linear : 0;
+    out.push_back({"FP8 weight copies", "copy + transpose (+ block scales) x linear parameters",
+                   fmt::format("{:.4g} B x {} ({} recipe){}", per, params_text(linear),
+                               to_string(w.fp8_recipe),
+                               p.zero >= 3 ? "; ZeRO-3: only the gathered layer's" : ""),
+                   human_bytes(copies), copies, copies});
+    const double gemms = fp8_gemms_on_rank(m, p, l);
+    const double meta = gemms * fp8_meta_bytes_per_gemm(w);
+    out.push_back(
+        {"FP8 scaling state", "FP8 GEMMs x 5 tensors x (scale + scale_inv + 4 B x amax history)",
+         fmt::format("{:.0f} x {:.0f} B ({}, history {})", gemms, fp8_meta_bytes_per_gemm(w),
+                     to_string(w.fp8_recipe), w.fp8_amax_history_len),
+         human_bytes(meta), meta, meta});
+  } else if (w.precision == Precision::kFp16) {
+    out.push_back({"loss scaling",
+                   "dynamic: start at 2^32, halve on overflow after 2 overflowing steps "
+                   "(hysteresis), double after 1000 clean ones; an overflowing step is skipped",
+                   "Megatron-LM arguments.py --initial-loss-scale, --loss-scale-window, "
+                   "--hysteresis (d98e8a6); DeepSpeed: initial_scale_power 16, window 1000, "
+                   "hysteresis 2 (runtime/constants.py)",
+                   "skipped steps are a goodput term: --skipped-steps", 0, 0});
+    out.push_back({"gradients",
+                   "fp32 main gradients (Megatron main_grad) or 16-bit (DeepSpeed convention)",
+                   fmt::format("{:g} B per parameter", grad_bytes_per_param(p, w.precision)),
+                   human_bytes(e.memory_peak.grads_bytes), e.memory_peak.grads_bytes,
+                   e.memory_peak.grads_bytes});
+  } else {
+    out.push_back({"precision", "BF16: the range of fp32, no loss scaling",
+                   fmt::format("BF16 peak {:.0f} TFLOP/s", hw.gpu.peak_tflops[0]), "-", 0, 0});
+  }
+  return out;
+}
+
 }  // namespace dtplan::reports

@@ -23,6 +23,11 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
 std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, const Workload& w,
                                         const Plan& p, const Estimate& e);
 
+// What the training precision changes, on the peak stage: which GEMMs run in FP8 and which stay
+// in 16 bits, FP8's weight copies and scaling state by recipe, FP16's loss scaling.
+std::vector<Derivation> derive_precision(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                         const Plan& p, const Estimate& e);
+
 // "2.16 GB", "812 MB": bytes in decimal units, as the examples write them.
 std::string human_bytes(double bytes);
 

@@ -342,6 +342,18 @@ std::string render_report_html(const ReportData& d) {
                    e(dv.quantity), e(dv.formula), e(dv.substituted), e(dv.result));
   o += "</table>\n";
 
+  if (!d.precision_notes.empty()) {
+    o += "<h2 id=\"precision\">Precision</h2>\n<p>What the training precision changes on the "
+         "peak stage: which GEMMs run in FP8 and which stay in 16 bits, the memory FP8 adds, "
+         "FP16's loss scaling.</p>\n<table><tr><th class=\"l\">quantity</th><th "
+         "class=\"l\">rule</th><th class=\"l\">values</th><th>result</th></tr>\n";
+    for (const auto& dv : d.precision_notes)
+      fmt::format_to(out,
+                     "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>"
+                     "<td>{}</td></tr>\n",
+                     e(dv.quantity), e(dv.formula), e(dv.substituted), e(dv.result));
+    o += "</table>\n";
+  }
   if (!d.failures.empty()) {
     o += "<h2 id=\"failures\">Checkpoints and failures</h2>\n<p>What a checkpoint of the "
          "recommended plan holds and costs, how often to write it, what a restart takes and what "

@@ -232,6 +232,13 @@ std::string render_report_markdown(const ReportData& d) {
     table(o, {"quantity", "formula", "values", "result"}, rows);
   }
 
+  if (!d.precision_notes.empty()) {
+    o += "## Precision\n\nWhat the training precision changes on the peak stage.\n\n";
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& dv : d.precision_notes)
+      rows.push_back({c(dv.quantity), c(dv.formula), c(dv.substituted), c(dv.result)});
+    table(o, {"quantity", "rule", "values", "result"}, rows);
+  }
   if (!d.failures.empty()) {
     o += "## Checkpoints and failures\n\nWhat a checkpoint of the recommended plan holds and "
          "costs, how often to write it, what a restart takes and what share of the time failures "

@@ -198,6 +198,7 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
     const Plan& bp = best.plan;
     d.derivations = derive(m, c, w, bp, best.estimate);
     d.failures = derive_failures(m, c, w, bp, best.estimate);
+    d.precision_notes = derive_precision(m, c, w, bp, best.estimate);
 
     // Alternatives: search again with one dimension pinned away from the recommended plan.
     if (ropt.alternatives) {

@@ -60,6 +60,14 @@ double ComputeCostModel::gemm_s(int64_t m, int64_t n, int64_t k, int count, bool
   return count * t;
 }
 
+double ComputeCostModel::gemm_16bit_s(int64_t m, int64_t n, int64_t k, int count,
+                                      bool grouped) const {
+  if (precision != Precision::kFp8) return gemm_s(m, n, k, count, grouped);
+  ComputeCostModel bf16 = *this;
+  bf16.precision = Precision::kBf16;
+  return bf16.gemm_s(m, n, k, count, grouped);
+}
+
 double ComputeCostModel::memory_s(double bytes) const {
   return bytes / (hw->gpu.hbm_gbps * 1e9 * hw->efficiency.memory_bw_fraction);
 }
@@ -95,7 +103,8 @@ double ComputeCostModel::host_s(const Op& op) const {
 double ComputeCostModel::op_s(const Op& op) const {
   switch (op.kind) {
     case OpKind::kGemm:
-      return gemm_s(op.m, op.n, op.k, op.count, op.grouped);
+      return op.high_precision ? gemm_16bit_s(op.m, op.n, op.k, op.count, op.grouped)
+                               : gemm_s(op.m, op.n, op.k, op.count, op.grouped);
     case OpKind::kAttention:
       return attention_s(op.flops, op.bytes, op.attn_seq, op.attn_head_dim,
                          op.pass != Pass::kForward);

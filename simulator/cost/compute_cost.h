@@ -24,6 +24,8 @@ struct ComputeCostModel {
   // (MoE experts: each group saturates on its own size, as grouped GEMM kernels loop over
   // their groups' tiles).
   double gemm_s(int64_t m, int64_t n, int64_t k, int count, bool grouped = false) const;
+  // The same GEMM in the 16-bit type where FP8 training keeps it there (Op::high_precision).
+  double gemm_16bit_s(int64_t m, int64_t n, int64_t k, int count, bool grouped = false) const;
   double gemm_efficiency(int64_t m, int64_t n, int64_t k, int count = 1,
                          bool grouped = false) const;
   // Fused attention of `flops` and `bytes`, the kernel's query length `seq` (0: long) and q/k

@@ -11,6 +11,45 @@ double grad_bytes_per_param(const Plan& p, Precision precision) {
   return p.main_grads_fp32 && precision != Precision::kFp16 ? 4.0 : 2.0;
 }
 
+double fp8_weight_copy_bytes_per_param(Fp8Recipe r) {
+  // The FP8 copy (1 B) and its transpose (1 B); MXFP8 adds one E8M0 scale byte per 32 elements
+  // to each (OCP Microscaling spec v1.0 §5: block size 32); blockwise scaling one fp32 scale
+  // per 128 x 128 weight block to each (DeepSeek-V3 report §3.3.2, the recipe TE's blockwise
+  // implements).
+  switch (r) {
+    case Fp8Recipe::kMxfp8:
+      return 2.0 * (1.0 + 1.0 / 32.0);
+    case Fp8Recipe::kBlockwise:
+      return 2.0 * (1.0 + 4.0 / (128.0 * 128.0));
+    case Fp8Recipe::kDelayed:
+    case Fp8Recipe::kTensorwise:
+      break;
+  }
+  return 2.0;
+}
+
+double fp8_meta_bytes_per_gemm(const Workload& w) {
+  // Transformer Engine keeps per FP8 GEMM 3 forward tensors (input, weight, output) and 2
+  // backward ones (gradient in and out), each with a fp32 scale and scale_inv and, under
+  // delayed scaling, a fp32 amax history of the recipe's length (TE v1.13
+  // transformer_engine/pytorch/module/base.py set_meta_tensor). Per-tensor current scaling
+  // keeps no history; MXFP8 and blockwise scales travel with the tensors (counted there).
+  constexpr double kTensors = 5, kScaleBytes = 8, kAmaxBytes = 4;
+  if (w.fp8_recipe == Fp8Recipe::kDelayed)
+    return kTensors * (kScaleBytes + kAmaxBytes * std::max(1, w.fp8_amax_history_len));
+  return w.fp8_recipe == Fp8Recipe::kTensorwise ? kTensors * kScaleBytes : 0.0;
+}
+
+double fp8_gemms_on_rank(const ModelSpec& m, const Plan& p, const RankLayers& l) {
+  // Megatron's linear layers: QKV (MLA: q down/up, kv down/up) and output projections, fc1
+  // (gate and up fused) and fc2; an MoE layer's local experts two each, shared experts two.
+  const double attention = m.mla ? 5 : 2;
+  double gemms = l.total() * attention + l.dense * 2.0;
+  if (m.moe)
+    gemms += l.moe * (2.0 * m.moe->experts / std::max(1, p.ep) + 2.0 * m.moe->shared_experts);
+  return gemms;
+}
+
 double linear_params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan& p,
                              const RankLayers& l) {
   const double t = p.tp;
@@ -136,7 +175,10 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
   // Embedding, output layer, norms and router stay in 16-bit. With ZeRO-3 only the gathered
   // layer has them (buffers below).
   const bool fp8 = w.precision == Precision::kFp8;
-  if (fp8 && p.zero < 3) s.weights_bytes += copies * 2.0 * linear_params_on_rank(m, counts, p, l);
+  if (fp8 && p.zero < 3) {
+    const double linear = linear_params_on_rank(m, counts, p, l);
+    s.weights_bytes += copies * fp8_weight_copy_bytes_per_param(w.fp8_recipe) * linear;
+  }
 
   // Activations: in-flight micro-batches x this rank's layers.
   const double inflight = schedule.inflight_microbatches(rank, p.pp, p.vpp, p.num_microbatches());
@@ -173,6 +215,7 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
   int communicators = 1;  // world/DP
   for (int deg : {p.tp, p.cp, p.pp, p.ep}) communicators += deg > 1 ? 1 : 0;
   s.buffers_bytes = kCudaContextBytes + communicators * kNcclBytesPerCommunicator;
+  if (fp8) s.buffers_bytes += copies * fp8_gemms_on_rank(m, p, l) * fp8_meta_bytes_per_gemm(w);
   if (p.zero >= 3) {
     // The gathered 16-bit parameters of the largest layer and their 16-bit gradients before the
     // reduce-scatter: DeepSpeed's estimate_zero3_model_states_mem_needs 4 x largest layer

@@ -38,6 +38,12 @@ double grad_bytes_per_param(const Plan& p, Precision precision);
 struct RankLayers;
 double linear_params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan& p,
                              const RankLayers& l);
+// FP8 training's extra bytes per linear parameter (its FP8 copy, its transpose and, by
+// recipe, their block scales), the FP8 GEMMs of a rank's layers, and the scaling state
+// (scales, amax history) Transformer Engine keeps per FP8 GEMM.
+double fp8_weight_copy_bytes_per_param(Fp8Recipe r);
+double fp8_gemms_on_rank(const ModelSpec& m, const Plan& p, const RankLayers& l);
+double fp8_meta_bytes_per_gemm(const Workload& w);
 
 struct ParamsOnRank {
   double dense = 0;   // sharded over the data-parallel group (dp x cp)

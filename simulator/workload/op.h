@@ -60,6 +60,11 @@ struct Op {
   bool overlappable = false;  // a collective that may hide behind independent compute
   bool has_weights = false;   // a GEMM with a weight operand (so it has a weight-gradient GEMM)
   bool grouped = false;  // a grouped GEMM (MoE experts): each of the `count` groups saturates alone
+  // A GEMM that FP8 training keeps in 16 bits: the output layer (Megatron fp8_output_proj is
+  // off by default and MXFP8-only, transformer_config.py d98e8a6) and the MoE router
+  // (moe_router_dtype: fp32 or the 16-bit training type). Transformer Engine quantizes only
+  // its own linear layers; embeddings and norms are not GEMMs.
+  bool high_precision = false;
   // Fused attention: the kernel's query length (per CP chunk) and its q/k head width.
   int64_t attn_seq = 0;
   int attn_head_dim = 0;
@@ -96,6 +101,8 @@ class OpList {
   const Op* begin() const { return data(); }
   const Op* end() const { return data() + size_; }
   const Op& operator[](int i) const { return data()[i]; }
+  // The last op pushed, to amend (the list must not be empty).
+  Op& back() { return std::launder(reinterpret_cast<Op*>(storage_))[size_ - 1]; }
   bool full() const { return size_ >= Capacity; }
 
  private:

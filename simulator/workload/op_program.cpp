@@ -254,6 +254,7 @@ void mlp_block(Builder& b, int64_t T, double Tn, bool moe) {
     // Router on this rank's tokens (sequence-sharded with SP).
     const auto Tr = static_cast<int64_t>(Tn);
     b.gemm("router", Tr, e.experts, m.hidden);
+    b.fwd.back().high_precision = true;
     b.elementwise("router_topk", Tn * e.experts * 4.0 * 2, false, 3);
     // Token-expert pairs this rank computes with balanced routing: T*K*ep*etp/(E*tp) per
     // local expert, E/ep local experts (derivation in docs/performance-model.md).
@@ -422,6 +423,7 @@ void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, cons
     b.elementwise("final_norm", Tn * h * 2 * ab);
     tp_enter(b, static_cast<double>(T) * h * ab);
     b.gemm("logits", T, v_local, m.hidden);
+    b.fwd.back().high_precision = true;
     b.elementwise("cross_entropy", static_cast<double>(T) * v_local * (ab + 4 + 4 + 4), false, 8);
     b.collective("tp_loss_allreduce", CollectiveOp::kAllReduce, CommDim::kTP, out.groups.tp,
                  static_cast<double>(T) * 4 * 3);

@@ -138,3 +138,37 @@ TEST(Derivations, HumanBytesUsesDecimalUnits) {
 
 }  // namespace
 }  // namespace dtplan::reports
+
+namespace dtplan::reports {
+namespace {
+
+// FP8's weight copies in the report equal what FP8 adds to the memory model's weights against
+// BF16 (the same plan), and MXFP8 adds its E8M0 scales: 1 byte per 32 elements of each copy.
+TEST(Derivations, Fp8WeightCopiesMatchTheMemoryModelsDifference) {
+  const ModelSpec m = load_model("llama3-70b");
+  const Cluster cl = load_cluster("dgx-b200", 64);
+  Plan p = plan(8, 2, 4, 1, "1f1b");
+  Workload w;
+  w.seq_len = 4096;
+  w.global_batch = 256;
+  p.gbs = 256;
+  const Estimate bf16 = estimate(m, cl, w, p);
+  for (Fp8Recipe r : {Fp8Recipe::kDelayed, Fp8Recipe::kMxfp8}) {
+    Workload f = w;
+    f.precision = Precision::kFp8;
+    f.fp8_recipe = r;
+    const Estimate e = estimate(m, cl, f, p);
+    ASSERT_EQ(e.peak_stage, bf16.peak_stage);
+    const double added = e.memory_peak.weights_bytes - bf16.memory_peak.weights_bytes;
+    double copies = -1, linear = 0;
+    for (const auto& d : derive_precision(m, cl, f, p, e)) {
+      if (d.quantity == "FP8 weight copies") copies = d.value;
+      if (d.quantity == "GEMMs in FP8") linear = d.value;
+    }
+    EXPECT_NEAR(copies, added, 1e-9 * added) << to_string(r);
+    EXPECT_NEAR(added, (r == Fp8Recipe::kMxfp8 ? 2 * (1 + 1.0 / 32) : 2.0) * linear, 1e-6 * added);
+  }
+}
+
+}  // namespace
+}  // namespace dtplan::reports
