@@ -127,8 +127,9 @@ struct ReportData {
   std::vector<HeatCell> heat;  // heat_pp.size() rows x heat_tp.size() columns, row-major
   Timeline timeline;
   std::vector<Derivation> derivations;
-  std::vector<Derivation> failures;   // checkpoints, failures and the data loader (derive_failures)
-  std::vector<Derivation> precision_notes;  // what the training precision changes (derive_precision)
+  std::vector<Derivation> failures;  // checkpoints, failures and the data loader (derive_failures)
+  std::vector<Derivation>
+      precision_notes;  // what the training precision changes (derive_precision)
   std::vector<Alternative> alternatives;
   std::vector<std::string> assumptions;
   std::vector<ProvenanceRow> provenance;

@@ -243,7 +243,7 @@ TEST(Whatif, BeyondTheStepVariationsMoveTheirFigures) {
   EXPECT_GT(1 - base.lost_fraction, 0.90);  // Llama 3: > 90% effective training time
   EXPECT_LT(d.columns[1].checkpoint_s, base.checkpoint_s);
   EXPECT_GT(d.columns[1].goodput_tokens_per_s, base.goodput_tokens_per_s);
-  EXPECT_NEAR(d.columns[2].restart_s, 1375, 1e-9);
+  EXPECT_NEAR(d.columns[2].restart_s, 978, 1e-9);
   EXPECT_GT(d.columns[2].lost_fraction, base.lost_fraction);
   const Estimate& slow = d.columns[3].best.estimate;
   const double p_any = 1 - std::pow(1 - 0.0005, 16384);
