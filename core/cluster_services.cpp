@@ -89,7 +89,10 @@ double loader_tokens_per_s_per_node(const DataLoaderSpec& d, const StorageSpec& 
 void read_services(YamlMap& y, ClusterServices& s) {
   if (auto m = y.opt_map("storage")) {
     auto& st = s.storage;
-    if (auto v = m->opt_double("write_gbps_per_node", 0)) st.write_gbps_per_node = *v;
+    if (auto v = m->opt_double("write_gbps_per_node", 0)) {
+      st.write_gbps_per_node = *v;
+      st.read_gbps_per_node = *v;  // reads at the write rate unless given
+    }
     if (auto v = m->opt_double("read_gbps_per_node", 0)) st.read_gbps_per_node = *v;
     if (auto v = m->opt_double("aggregate_write_gbps", 0)) st.aggregate_write_gbps = *v;
     if (auto v = m->opt_double("aggregate_read_gbps", 0)) st.aggregate_read_gbps = *v;

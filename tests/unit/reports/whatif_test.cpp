@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "core/catalog.h"
 #include "reports/renderers.h"
@@ -74,6 +75,19 @@ TEST(Whatif, ErrorsNameFileLineAndColumn) {
             std::string::npos);
   EXPECT_NE(error_of("h.yaml", "base:\n  profile: dgx-h100\n  gpus: 8\ntitel: t\n").find(":4:1"),
             std::string::npos);
+  // The keys beyond the step (#18).
+  const char* head = "base:\n  profile: dgx-h100\n  gpus: 8\n";
+  for (const auto& [name, line, where] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"i.yaml", "  straggler_fraction: 1.5\n", ":4:23"},
+           {"j.yaml", "  straggler_factor: 0.5\n", ":4:21"},
+           {"k.yaml", "  parameter_servers: 0\n", ":4:22"},
+           {"l.yaml", "  async_save: yes please\n", ":4:15"},
+           {"m.yaml", "  loader_tokens_per_s_per_node: -1\n", ":4:33"},
+           {"n.yaml", "  loader_tokens_per_s_per_nod: 5\n", ":4:3"}}) {
+    const std::string err = error_of(name, std::string(head) + line);
+    EXPECT_NE(err.find(where), std::string::npos) << name << ": " << err;
+  }
   EXPECT_EQ(error_of("ok.yaml", "base:\n  profile: dgx-h100\n  gpus: 8\n"), "");
 }
 
