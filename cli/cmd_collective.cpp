@@ -62,6 +62,8 @@ double parse_size(const std::string& flag, const std::string& text) {
   v *= mult;
   if (v < 1 || v > 1e15)
     throw InputError({}, flag, fmt::format("'{}' is out of range (1 B to 1e15 B)", text));
+  if (v != std::floor(v))
+    throw InputError({}, flag, fmt::format("'{}' is not a whole number of bytes", text));
   return v;
 }
 
@@ -174,11 +176,32 @@ void register_collective(CLI::App& app, CommandContext& ctx) {
       hw.collective_algorithm = algorithm;
       hw.calibration.collectives.clear();  // price the algorithm, not the measured table
     }
-    const GroupPlacement g = collective_placement(hw, gpus, ranks_per_node, concurrent);
-    if (ranks_per_node > hw.node.placement_domain_gpus())
+    const int domain = hw.node.placement_domain_gpus();
+    const char* unit = domain > hw.node.gpus_per_node ? "NVLink domain" : "node";
+    if (ranks_per_node > domain)
       throw InputError({}, "--ranks-per-node",
-                       fmt::format("{} exceeds the {} GPUs of one {} node", ranks_per_node,
-                                   hw.node.placement_domain_gpus(), hw.name));
+                       fmt::format("{} exceeds the {} GPUs of one {} {}", ranks_per_node, domain,
+                                   hw.name, unit));
+    const GroupPlacement g = collective_placement(hw, gpus, ranks_per_node, concurrent);
+    if (gpus % g.ranks_per_node != 0)
+      throw InputError({}, "--gpus",
+                       fmt::format("{} ranks do not fill {}s of {} evenly (give --ranks-per-node "
+                                   "a divisor of {})",
+                                   gpus, unit, g.ranks_per_node, gpus));
+    if (g.ranks_per_node * concurrent > domain)
+      throw InputError({}, "--concurrent-groups",
+                       fmt::format("{} groups of {} rank(s) per {} need {} GPUs; one {} {} has {}",
+                                   concurrent, g.ranks_per_node, unit,
+                                   g.ranks_per_node * concurrent, hw.name, unit, domain));
+    auto refuse_unpriced = [&](double at_bytes, const GroupPlacement& gp) {
+      if (algorithm.empty()) return;
+      for (const auto& a : collective_cost_by_algorithm(hw, op, at_bytes, gp))
+        if (a.algorithm == algorithm) return;
+      throw InputError({}, "--algorithm",
+                       fmt::format("{} cannot run {} on this placement ({} rank(s) per {} on {} "
+                                   "{}s; hierarchical needs several of each)",
+                                   algorithm, op_name, gp.ranks_per_node, unit, gp.nodes, unit));
+    };
     double lo = 0, hi = 0;
     if (!sweep.empty()) {
       const auto dash = sweep.find('-');
@@ -191,6 +214,7 @@ void register_collective(CLI::App& app, CommandContext& ctx) {
         throw InputError({}, "--sweep", "more than 64 doublings from LO to HI");
     }
     const double bytes = bytes_text.empty() ? hi : parse_size("--bytes", bytes_text);
+    refuse_unpriced(bytes, g);
     const CollectivePoint p = collective_point(hw, op, bytes, g);
     const AlgorithmCost* sel = nullptr;
     for (const auto& a : p.algorithms)
@@ -249,8 +273,8 @@ void register_collective(CLI::App& app, CommandContext& ctx) {
       }
       fmt::print("{}\n", j.dump(2));
     } else {
-      fmt::print("{} of {} ({:.0f} B) on {} GPUs of {}: {} per node on {} node(s)\n", op_name,
-                 human_bytes(bytes), bytes, gpus, hw.name, g.ranks_per_node, g.nodes);
+      fmt::print("{} of {} ({:.0f} B) on {} GPUs of {}: {} per {} on {} {}(s)\n", op_name,
+                 human_bytes(bytes), bytes, gpus, hw.name, g.ranks_per_node, unit, g.nodes, unit);
       fmt::print("  {:<13} {:>12} {:>12} {:>12} {:>11} {:>11}  {}\n", "algorithm", "time", "alpha",
                  "beta", "algbw GB/s", "busbw GB/s", "bottleneck");
       for (const auto& a : p.algorithms) {
@@ -263,20 +287,21 @@ void register_collective(CLI::App& app, CommandContext& ctx) {
       fmt::print("  charged by the cost model: {} ({}), busbw {:.2f} GB/s\n",
                  human_time(p.selected.time_s), p.selected.algorithm, p.busbw_gbps);
       if (!sweep.empty()) {
-        fmt::print("\nsweep {} to {} (time per algorithm; * fastest)\n", human_bytes(lo),
+        fmt::print("\nsweep {} to {} (time per algorithm; * fastest of NCCL's)\n", human_bytes(lo),
                    human_bytes(hi));
         fmt::print("  {:>12}", "size");
         for (const auto& n : names) fmt::print(" {:>13}", n);
         fmt::print("\n");
         for (const auto& q : sw.points) {
           fmt::print("  {:>12}", human_bytes(q.bytes));
-          double best = 1e300;
-          for (const auto& a : q.algorithms) best = std::min(best, a.time.time_s());
+          double best = 1e300;  // of NCCL's algorithms (the ones the cost model may pick)
+          for (const auto& a : q.algorithms)
+            if (a.auto_selected) best = std::min(best, a.time.time_s());
           for (const auto& n : names) {
             const auto* a = at(q, n);
-            fmt::print(
-                " {:>13}",
-                a ? human_time(a->time.time_s()) + (a->time.time_s() <= best ? "*" : " ") : "-");
+            fmt::print(" {:>13}", a ? human_time(a->time.time_s()) +
+                                          (a->auto_selected && a->time.time_s() <= best ? "*" : " ")
+                                    : "-");
           }
           fmt::print("\n");
         }

@@ -96,6 +96,7 @@ void register_report(CLI::App& app, CommandContext& ctx) {
     }
     reports::ReportOptions ropt;
     ropt.alternatives = ropt.heatmap = !no_alternatives;
+    ropt.failure = setup.failure;
     const reports::ReportData data =
         reports::build_report(setup.model, setup.cluster, setup.workload, setup.space,
                               setup.options, r, source.dump(2) + "\n", ropt);

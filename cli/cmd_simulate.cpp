@@ -114,6 +114,9 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
           throw InputError({}, flag,
                            fmt::format("factor {} in '{}' is not in [1, 1000] (a slowdown)",
                                        item.substr(colon + 1), item));
+        for (const auto& [i, f] : out)
+          if (i == index)
+            throw InputError({}, flag, fmt::format("{} {} is given twice", what, index));
         out.emplace_back(index, factor);
       }
       return out;

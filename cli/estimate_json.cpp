@@ -120,6 +120,8 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
                        {"interval_steps", f.interval_steps},
                        {"load_s", k.load_s},
                        {"restart_s", f.restart_s},
+                       {"restart_given", f.restart_given},
+                       {"interval_raised_to_write", f.interval_raised},
                        {"restart_parts_s",
                         {{"detection", f.restart.detection_s},
                          {"requeue", f.restart.requeue_s},
@@ -140,8 +142,9 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
     j["failures"]["sources"] = {{"storage", sv.storage.source},
                                 {"reliability", sv.reliability.source},
                                 {"restart", sv.restart.source}};
-    j["data_loader"] = {{"tokens_per_s_per_node", loader_tokens_per_s_per_node(r.cluster)},
-                        {"source", sv.data.source}};
+    j["data_loader"] = {
+        {"tokens_per_s_per_node", loader_tokens_per_s_per_node(r.cluster, r.plan.tp)},
+        {"source", sv.data.source}};
   }
   nlohmann::json mem = nlohmann::json::array();
   auto stages = all_stage_memory(r.model, r.workload, p);
@@ -222,13 +225,23 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                    human_bytes(k.per_rank_bytes), k.d2h_s, k.storage_write_s,
                    k.file_system_bound ? "file-system bound" : "node-link bound", k.write_s_sync,
                    k.write_s_async_blocking);
+    const std::string restart =
+        f.restart_given
+            ? fmt::format("restart {:.0f} s (given by --restart-s)", f.restart_s)
+            : fmt::format(
+                  "restart {:.0f} s (detect {:.0f} + requeue {:.0f} + start {:.0f} + load "
+                  "{:.0f} + fast-forward {:.0f})",
+                  f.restart_s, f.restart.detection_s, f.restart.requeue_s, f.restart.init_s,
+                  f.restart.load_s, f.restart.fast_forward_s);
     fmt::format_to(out,
                    "  job MTBF {:.2f} h; interval {:.0f} s ({:.0f} steps; Young {:.0f} s, Daly "
-                   "{:.0f} s); restart {:.0f} s (detect {:.0f} + requeue {:.0f} + start {:.0f} + "
-                   "load {:.0f} + fast-forward {:.0f})\n",
+                   "{:.0f} s{}); {}\n",
                    f.job_mtbf_s / 3600, f.interval_s, f.interval_steps, f.young_interval_s,
-                   f.daly_interval_s, f.restart_s, f.restart.detection_s, f.restart.requeue_s,
-                   f.restart.init_s, f.restart.load_s, f.restart.fast_forward_s);
+                   f.daly_interval_s,
+                   f.interval_raised ? "; raised to the write time: an asynchronous save must "
+                                       "finish before the next"
+                                     : "",
+                   restart);
     fmt::format_to(
         out,
         "  goodput {:.1f}% (checkpoints {:.1f}% + lost work {:.1f}% + restarts {:.1f}%{}"

@@ -67,9 +67,8 @@ void add_resilience_options(CLI::App& app, SpecOptions& o) {
       ->check(finite_range(0.0, 1.0))
       ->group(g);
   app.add_option("--straggler-factor", o.straggler_factor,
-                 "How many times longer a straggler's kernels take")
+                 "How many times longer a straggler's kernels take (default 1.2)")
       ->check(finite_range(1.0, 1000.0))
-      ->capture_default_str()
       ->group(g);
   app.add_option("--skipped-steps", o.skipped_step_fraction,
                  "Share of steps skipped by fp16 loss scaling on overflow (a goodput term)")
@@ -129,16 +128,14 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
       ->capture_default_str()
       ->group(g);
   app.add_option("--fp8-recipe", o.fp8_recipe,
-                 "FP8 scaling recipe (Megatron --fp8-recipe): its weight copies' scales and "
-                 "scaling state in the memory model")
+                 "FP8 scaling recipe (Megatron --fp8-recipe; default delayed): its weight "
+                 "copies' scales and scaling state in the memory model")
       ->check(CLI::IsMember({"delayed", "tensorwise", "mxfp8", "blockwise"}))
-      ->capture_default_str()
       ->group(g);
   app.add_option("--fp8-amax-history-len", o.fp8_amax_history_len,
                  "Amax history of delayed scaling (Megatron default 1; Transformer Engine's "
                  "DelayedScaling default 1024)")
       ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str()
       ->group(g);
   app.add_flag("--uneven-pp", o.uneven_pp,
                "First and last pipeline chunks take fewer layers (chosen, with a note, when "
@@ -194,40 +191,67 @@ void write_output(const std::string& text, const std::string& out) {
   fmt::print(stderr, "wrote {}\n", out);
 }
 
-Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violation>& violations) {
-  Resolved r;
-  r.model = load_model(s.model);
-  r.cluster = load_cluster(s.cluster, s.gpus);
+FailureOptions apply_job_options(const SpecOptions& s, const std::string& precision, Cluster& c,
+                                 std::vector<Violation>& violations) {
+  FailureOptions f;
   if (s.loader_tokens_per_s_per_node > 0) {
-    ClusterServices sv = services_of(r.cluster);
+    ClusterServices sv = services_of(c);
     sv.data.tokens_per_s_per_node = s.loader_tokens_per_s_per_node;
     sv.data.source = "--loader-tokens-per-s-per-node";
-    r.cluster.services = sv;
+    c.services = sv;
   }
+  if (s.straggler_factor > 0 && !(s.straggler_fraction > 0))
+    throw InputError({}, "--straggler-factor", "needs --straggler-fraction (how many are slow)");
   if (s.straggler_fraction > 0) {
-    ClusterServices sv = services_of(r.cluster);
-    sv.stragglers = {s.straggler_fraction, s.straggler_factor};
-    r.cluster.services = sv;
+    ClusterServices sv = services_of(c);
+    sv.stragglers = {s.straggler_fraction, s.straggler_factor > 0 ? s.straggler_factor : 1.2};
+    c.services = sv;
   }
-  r.failure.async_save = s.async_save;
-  if (s.restart_s > 0) r.failure.restart_s = s.restart_s;
-  if (s.checkpoint_interval_s > 0) r.failure.interval_s = s.checkpoint_interval_s;
-  r.failure.skipped_step_fraction = s.skipped_step_fraction;
-  Workload& w = r.workload;
-  w.seq_len = o.seq;
-  w.precision = parse_precision(o.precision).value_or(Precision::kBf16);
-  w.fp8_recipe = o.fp8_recipe == "tensorwise"  ? Fp8Recipe::kTensorwise
-                 : o.fp8_recipe == "mxfp8"     ? Fp8Recipe::kMxfp8
-                 : o.fp8_recipe == "blockwise" ? Fp8Recipe::kBlockwise
-                                               : Fp8Recipe::kDelayed;
-  w.fp8_amax_history_len = o.fp8_amax_history_len;
-  if (w.fp8_recipe == Fp8Recipe::kMxfp8 && r.cluster.profile.gpu.name.find('B') != 0 &&
-      r.cluster.profile.gpu.name.find("GB") != 0 && w.precision == Precision::kFp8)
+  f.async_save = s.async_save;
+  if (s.restart_s > 0) f.restart_s = s.restart_s;
+  if (s.checkpoint_interval_s > 0) f.interval_s = s.checkpoint_interval_s;
+  f.skipped_step_fraction = s.skipped_step_fraction;
+  if (s.skipped_step_fraction > 0 && precision != "fp16")
+    violations.push_back({"--skipped-steps",
+                          "applies to --precision fp16 (steps skipped by dynamic loss scaling on "
+                          "overflow; bf16 and fp8 skip none)"});
+  return f;
+}
+
+void apply_fp8_options(const std::string& recipe, int amax_history_len, const HardwareProfile& hw,
+                       Workload& w, std::vector<Violation>& violations) {
+  w.fp8_recipe = recipe == "tensorwise"  ? Fp8Recipe::kTensorwise
+                 : recipe == "mxfp8"     ? Fp8Recipe::kMxfp8
+                 : recipe == "blockwise" ? Fp8Recipe::kBlockwise
+                                         : Fp8Recipe::kDelayed;
+  w.fp8_amax_history_len = std::max(1, amax_history_len);
+  if (w.precision != Precision::kFp8) {
+    if (!recipe.empty()) violations.push_back({"--fp8-recipe", "applies to --precision fp8"});
+    if (amax_history_len > 0)
+      violations.push_back({"--fp8-amax-history-len", "applies to --precision fp8"});
+  } else if (amax_history_len > 0 && w.fp8_recipe != Fp8Recipe::kDelayed) {
+    violations.push_back(
+        {"--fp8-amax-history-len",
+         fmt::format("applies to the delayed recipe; {} keeps no amax history", recipe)});
+  }
+  if (w.fp8_recipe == Fp8Recipe::kMxfp8 && hw.gpu.name.find('B') != 0 &&
+      hw.gpu.name.find("GB") != 0 && w.precision == Precision::kFp8)
     violations.push_back(
         {"--fp8-recipe", fmt::format("mxfp8 needs Blackwell (B200, GB200, ...); {} has none "
                                      "(Megatron transformer_config.py: 'mxfp8' for Blackwell "
                                      "architecture only)",
-                                     r.cluster.profile.gpu.name)});
+                                     hw.gpu.name)});
+}
+
+Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violation>& violations) {
+  Resolved r;
+  r.model = load_model(s.model);
+  r.cluster = load_cluster(s.cluster, s.gpus);
+  r.failure = apply_job_options(s, o.precision, r.cluster, violations);
+  Workload& w = r.workload;
+  w.seq_len = o.seq;
+  w.precision = parse_precision(o.precision).value_or(Precision::kBf16);
+  apply_fp8_options(o.fp8_recipe, o.fp8_amax_history_len, r.cluster.profile, w, violations);
   w.train_tokens = o.train_tokens;
   Plan& p = r.plan;
   p.tp = o.tp;

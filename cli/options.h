@@ -24,10 +24,10 @@ struct SpecOptions {
   // The job beyond its step (add_resilience_options): checkpoints, restarts, data loading.
   double loader_tokens_per_s_per_node = 0;  // 0 = the cluster's loader
   bool async_save = false;
-  double restart_s = 0;              // 0 = from its parts
-  double checkpoint_interval_s = 0;  // 0 = Young's
-  double skipped_step_fraction = 0;  // fp16 overflow skips
-  double straggler_fraction = 0, straggler_factor = 1.2;
+  double restart_s = 0;                                 // 0 = from its parts
+  double checkpoint_interval_s = 0;                     // 0 = Young's
+  double skipped_step_fraction = 0;                     // fp16 overflow skips
+  double straggler_fraction = 0, straggler_factor = 0;  // factor 0 = 1.2 with a fraction
 };
 
 struct PlanOptions {
@@ -41,8 +41,8 @@ struct PlanOptions {
   int64_t seq = 2048;
   std::string schedule;  // "" = 1f1b, or interleaved when vpp > 1
   std::string precision = "bf16";
-  std::string fp8_recipe = "delayed";  // Megatron --fp8-recipe
-  int fp8_amax_history_len = 1;        // Megatron --fp8-amax-history-len
+  std::string fp8_recipe;        // Megatron --fp8-recipe ("" = delayed, Megatron's default)
+  int fp8_amax_history_len = 0;  // Megatron --fp8-amax-history-len (0 = 1, Megatron's default)
   bool uneven_pp = false;
   bool account_for_embedding = false, account_for_loss = false;
   bool no_overlap_grad_reduce = false;
@@ -75,6 +75,14 @@ bool report_violations(const std::vector<Violation>& violations);
 
 // Prints `text` to stdout, or writes it atomically to `out` and says so on stderr.
 void write_output(const std::string& text, const std::string& out);
+
+// The job options of `s` (loader rate, stragglers: into the cluster's services; checkpoints
+// and restarts: the returned options); shared by resolve() and the search set-up.
+FailureOptions apply_job_options(const SpecOptions& s, const std::string& precision, Cluster& c,
+                                 std::vector<Violation>& violations);
+// --fp8-recipe and --fp8-amax-history-len ("" and 0: not given) into the workload.
+void apply_fp8_options(const std::string& recipe, int amax_history_len, const HardwareProfile& hw,
+                       Workload& w, std::vector<Violation>& violations);
 
 // Loads the model and cluster and builds the workload and plan; throws InputError. Plan
 // violations are returned in `violations` (empty = valid).

@@ -116,6 +116,7 @@ std::vector<std::string> split(const std::string& text) {
 
 void add_search_flags(CLI::App& cmd, SearchFlags& f) {
   add_spec_options(cmd, f.spec);
+  add_resilience_options(cmd, f.spec);
   const char* g = "Search space (pins narrow it: 8, 2,4,8 or 4-16)";
   cmd.add_option("--tp", f.tp, "Tensor-parallel sizes")->group(g);
   cmd.add_option("--pp", f.pp, "Pipeline-parallel sizes")->group(g);
@@ -146,6 +147,14 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
   cmd.add_option("--precision", f.precision, "Training precision")
       ->check(CLI::IsMember({"bf16", "fp16", "fp8"}))
       ->capture_default_str()
+      ->group(wg);
+  cmd.add_option("--fp8-recipe", f.fp8_recipe,
+                 "FP8 scaling recipe (Megatron --fp8-recipe; default delayed)")
+      ->check(CLI::IsMember({"delayed", "tensorwise", "mxfp8", "blockwise"}))
+      ->group(wg);
+  cmd.add_option("--fp8-amax-history-len", f.fp8_amax_history_len,
+                 "Amax history of delayed scaling (Megatron default 1)")
+      ->check(CLI::Range(1, 1 << 20))
       ->group(wg);
   const char* tg = "Time to train";
   cmd.add_option("--train-tokens", f.train_tokens,
@@ -234,6 +243,12 @@ SearchSetup make_search_setup(const SearchFlags& f) {
   w.train_tokens = f.train_tokens;
   w.seq_len = f.seq;
   w.precision = *parse_precision(f.precision);
+  {
+    std::vector<Violation> v;
+    s.failure = apply_job_options(f.spec, f.precision, s.cluster, v);
+    apply_fp8_options(f.fp8_recipe, f.fp8_amax_history_len, s.cluster.profile, w, v);
+    if (!v.empty()) throw InputError({}, v.front().flag, v.front().reason);
+  }
   SearchSpace& space = s.space;
   space.gbs = parse_global_batches(f.gbs, f.gbs_tokens, f.seq);
   for (int64_t g : space.gbs)
@@ -358,8 +373,9 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   j["rejected"] = rej;
   j["top"] = nlohmann::json::array();
   for (size_t i = 0; i < r.top.size(); ++i) {
-    Resolved res{s.model, s.cluster, s.workload, r.top[i].plan, framework_name(s.options.framework),
-                 {}};
+    Resolved res{
+        s.model,  s.cluster, s.workload, r.top[i].plan, framework_name(s.options.framework),
+        s.failure};
     nlohmann::json cj = estimate_to_json(res, r.top[i].estimate, FlopsConvention::kCausalHalf);
     cj["rank"] = static_cast<int>(i + 1);
     cj["evaluator"] = static_cast<int>(i) < refined ? "des" : evaluator;

@@ -15,6 +15,8 @@ struct SearchFlags {
   SpecOptions spec;
   std::string tp, pp, cp, ep, etp, vpp, mbs, zero, recompute, schedule, sp = "auto";
   std::string objective = "step_time", framework = "megatron", precision = "bf16";
+  std::string fp8_recipe;        // "" = delayed
+  int fp8_amax_history_len = 0;  // 0 = 1
   // Global batch pins, as given: "1536", "512,1024,2048" or "512-2048" (sequences or tokens).
   std::string gbs, gbs_tokens;
   int64_t seq = 2048;
@@ -46,6 +48,7 @@ struct SearchSetup {
   Workload workload;
   SearchSpace space;
   SearchOptions options;
+  FailureOptions failure;  // checkpoints and restarts of the ranked plans' outputs
 };
 
 // Loads and checks everything; bad values are InputErrors naming the flag.

@@ -46,8 +46,9 @@ constexpr double kBytesPerToken = 4, kTokensPerSPerWorker = 1.7e6 / 4.0;
 constexpr int kWorkersPerRank = 2;
 constexpr const char* kDataSource =
     "default: pre-tokenized int32 ids (Megatron indexed_dataset.py optimal_dtype, d98e8a6) read "
-    "at the storage read rate; on-the-fly: 2 workers per GPU (Megatron --num-workers) x 0.43 M "
-    "tokens/s (HF tokenizers ~1.7 MB/s per thread, tiktoken README perf chart; 4 B per token)";
+    "at the storage read rate; on-the-fly: 2 workers (Megatron --num-workers) per loading rank "
+    "(TP rank 0) x 0.425 M tokens/s (HF tokenizers ~1.7 MB/s per thread, tiktoken README perf "
+    "chart; 4 B per token)";
 
 }  // namespace
 
@@ -61,7 +62,7 @@ ClusterServices default_services(const HardwareProfile& hw) {
   s.restart = {kDetectionS, kRequeueS, kInitBaseS, kInitPer1kS, kFastForwardS, kRestartSource};
   s.data.pretokenized = true;
   s.data.bytes_per_token_on_disk = kBytesPerToken;
-  s.data.workers_per_node = kWorkersPerRank * std::max(1, hw.node.gpus_per_node);
+  s.data.workers_per_node = 0;  // kWorkersPerRank per loading rank (the plan's TP rank 0s)
   s.data.tokens_per_s_per_worker = kTokensPerSPerWorker;
   s.data.source = kDataSource;
   return s;
@@ -71,19 +72,26 @@ ClusterServices services_of(const Cluster& c) {
   return c.services ? *c.services : default_services(c.profile);
 }
 
-double loader_tokens_per_s_per_node(const Cluster& c) {
-  if (c.services) return loader_tokens_per_s_per_node(c.services->data, c.services->storage);
+double loader_tokens_per_s_per_node(const Cluster& c, int tp) {
+  const int loading =
+      std::max(1, std::min(c.num_gpus, c.profile.node.gpus_per_node) / std::max(1, tp));
+  if (c.services)
+    return loader_tokens_per_s_per_node(c.services->data, c.services->storage, loading);
   // Defaults without building the sourced struct (the estimator's hot path allocates nothing).
   const double read = c.profile.checkpoint_write_gbps_per_node.value_or(kStorageGbpsPerNode);
   return read * 1e9 / kBytesPerToken;
 }
 
-double loader_tokens_per_s_per_node(const DataLoaderSpec& d, const StorageSpec& st) {
+double loader_tokens_per_s_per_node(const DataLoaderSpec& d, const StorageSpec& st,
+                                    int loading_ranks_per_node) {
   if (d.tokens_per_s_per_node > 0) return d.tokens_per_s_per_node;
   const double read_gbps = d.read_gbps_per_node > 0 ? d.read_gbps_per_node : st.read_gbps_per_node;
   const double read = read_gbps * 1e9 / std::max(1e-9, d.bytes_per_token_on_disk);
   if (d.pretokenized) return read;
-  return std::min(read, d.workers_per_node * d.tokens_per_s_per_worker);
+  const double workers = d.workers_per_node > 0
+                             ? d.workers_per_node
+                             : kWorkersPerRank * std::max(1, loading_ranks_per_node);
+  return std::min(read, workers * d.tokens_per_s_per_worker);
 }
 
 void read_services(YamlMap& y, ClusterServices& s) {

@@ -252,8 +252,11 @@ struct Cluster {
 ClusterServices services_of(const Cluster& c);
 // What one node's data loader delivers (tokens/s): given, or the storage read rate for
 // pre-tokenized data, or the decode workers' rate (the lower of the two). Allocates nothing.
-double loader_tokens_per_s_per_node(const Cluster& c);
-double loader_tokens_per_s_per_node(const DataLoaderSpec& d, const StorageSpec& st);
+// `tp`: Megatron builds the loader on tensor-parallel rank 0 only, so a node runs
+// gpus_per_node / tp loaders (their workers: DataLoaderSpec::workers_per_node, 0 = 2 each).
+double loader_tokens_per_s_per_node(const Cluster& c, int tp);
+double loader_tokens_per_s_per_node(const DataLoaderSpec& d, const StorageSpec& st,
+                                    int loading_ranks_per_node);
 class YamlMap;
 // Reads a cluster YAML's storage/reliability/restart/data sections over `s`.
 void read_services(YamlMap& y, ClusterServices& s);

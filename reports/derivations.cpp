@@ -318,9 +318,9 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
 }
 
 std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, const Workload& w,
-                                        const Plan& p, const Estimate& e) {
+                                        const Plan& p, const Estimate& e, const FailureOptions& o) {
   std::vector<Derivation> out;
-  const FailureCosts f = failure_costs(m, c, p, e.step_time_s);
+  const FailureCosts f = failure_costs(m, c, p, e.step_time_s, o);
   const CheckpointCosts& k = f.checkpoint;
   const ClusterServices sv = services_of(c);
   const double params = static_cast<double>(count_params(m).total());
@@ -351,30 +351,47 @@ std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, co
               ? fmt::format("{} / {:g} GB/s", human_bytes(size), sv.storage.aggregate_write_gbps)
               : std::string("no file-system limit")),
       write, k.storage_write_s, secs(write));
-  const double delta = d2h + write;
-  add("checkpoint blocks training (synchronous)", "copy + write; --async-save: the copy alone",
-      fmt::format("{:.3f} + {:.3f} s", d2h, write), delta, f.checkpoint_blocking_s,
-      fmt::format("{} (async: {})", secs(delta), secs(d2h)));
+  const double delta = o.async_save ? d2h : d2h + write;
+  add(o.async_save ? "checkpoint blocks training (asynchronous)"
+                   : "checkpoint blocks training (synchronous)",
+      "copy + write; --async-save: the copy alone",
+      o.async_save ? fmt::format("{:.3f} s (the write, {:.3f} s, runs behind)", d2h, write)
+                   : fmt::format("{:.3f} + {:.3f} s", d2h, write),
+      delta, f.checkpoint_blocking_s,
+      o.async_save ? secs(delta) : fmt::format("{} (async: {})", secs(delta), secs(d2h)));
   const double mtbf = sv.reliability.mtbf_per_gpu_hours * 3600.0 / c.num_gpus;
   add("job MTBF", "MTBF per GPU / GPUs",
       fmt::format("{:.0f} h x 3600 / {}", sv.reliability.mtbf_per_gpu_hours, c.num_gpus), mtbf,
       f.job_mtbf_s, fmt::format("{:.2f} h", mtbf / 3600));
-  const double tau = std::sqrt(2.0 * delta * mtbf);
-  add("checkpoint interval (Young)", "sqrt(2 x delta x MTBF)",
-      fmt::format("sqrt(2 x {:.3f} s x {:.0f} s)", delta, mtbf), tau, f.interval_s,
-      fmt::format("{} = {:.0f} steps (Daly: {})", secs(tau), tau / e.step_time_s,
-                  secs(f.daly_interval_s)));
+  double tau = o.interval_s.value_or(std::sqrt(2.0 * delta * mtbf));
+  const bool raised = o.async_save && tau < write;
+  if (raised) tau = write;
+  add(o.interval_s ? "checkpoint interval (given)" : "checkpoint interval (Young)",
+      o.interval_s ? "--checkpoint-interval-s" : "sqrt(2 x delta x MTBF)",
+      o.interval_s ? fmt::format("{:.0f} s", *o.interval_s)
+                   : fmt::format("sqrt(2 x {:.3f} s x {:.0f} s)", delta, mtbf),
+      tau, f.interval_s,
+      fmt::format(
+          "{} = {:.0f} steps (Daly: {}){}", secs(tau), tau / e.step_time_s, secs(f.daly_interval_s),
+          raised ? "; raised to the write time (an asynchronous save finishes first)" : ""));
   const RestartCosts& r = f.restart;
-  const double restart = r.detection_s + r.requeue_s + r.init_s + r.load_s + r.fast_forward_s;
+  const double restart =
+      o.restart_s.value_or(r.detection_s + r.requeue_s + r.init_s + r.load_s + r.fast_forward_s);
   add("restart",
-      "detection + requeue + start-up (+ per 1,000 ranks) + checkpoint load + fast-forward",
-      fmt::format("{:.0f} + {:.0f} + {:.1f} + {:.2f} + {:.0f} s", r.detection_s, r.requeue_s,
-                  r.init_s, r.load_s, r.fast_forward_s),
+      o.restart_s ? "--restart-s"
+                  : "detection + requeue + start-up (+ per 1,000 ranks) + checkpoint load + "
+                    "fast-forward",
+      o.restart_s ? fmt::format("{:.0f} s", *o.restart_s)
+                  : fmt::format("{:.0f} + {:.0f} + {:.1f} + {:.2f} + {:.0f} s", r.detection_s,
+                                r.requeue_s, r.init_s, r.load_s, r.fast_forward_s),
       restart, f.restart_s, secs(restart));
-  const double lost = delta / tau + tau / 2.0 / mtbf + restart / mtbf;
-  add("time lost", "delta / tau + tau / (2 MTBF) + restart / MTBF",
-      fmt::format("{:.3f}/{:.0f} + {:.0f}/(2 x {:.0f}) + {:.0f}/{:.0f}", delta, tau, tau, mtbf,
-                  restart, mtbf),
+  const double skipped = std::clamp(o.skipped_step_fraction, 0.0, 1.0);
+  const double lost = std::min(1.0, delta / tau + tau / 2.0 / mtbf + restart / mtbf + skipped);
+  add("time lost",
+      skipped > 0 ? "delta / tau + tau / (2 MTBF) + restart / MTBF + skipped steps"
+                  : "delta / tau + tau / (2 MTBF) + restart / MTBF",
+      fmt::format("{:.3f}/{:.0f} + {:.0f}/(2 x {:.0f}) + {:.0f}/{:.0f}{}", delta, tau, tau, mtbf,
+                  restart, mtbf, skipped > 0 ? fmt::format(" + {:.4f}", skipped) : ""),
       lost, f.lost_fraction, fmt::format("{:.2f}%", 100 * lost));
   add("goodput", "tokens/s x (1 - time lost)",
       fmt::format("{:.0f} x (1 - {:.4f})", e.tokens_per_s, lost), e.tokens_per_s * (1 - lost),
@@ -383,7 +400,7 @@ std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, co
   const double gbs = static_cast<double>(p.gbs > 0 ? p.gbs : w.global_batch);
   const double loading_nodes = std::max(1.0, static_cast<double>(c.nodes()) / std::max(1, p.pp));
   const double need = gbs * static_cast<double>(w.seq_len) / loading_nodes / e.step_time_s;
-  const double rate = loader_tokens_per_s_per_node(c);
+  const double rate = loader_tokens_per_s_per_node(c, p.tp);
   add("data loader", "tokens per loading node per step / step vs the loader's tokens/s per node",
       fmt::format("{:.0f} x {} / {:.0f} nodes / {:.3f} s vs {:.3g}", gbs, w.seq_len, loading_nodes,
                   e.step_time_s, rate),
@@ -407,7 +424,8 @@ std::vector<Derivation> derive_precision(const ModelSpec& m, const Cluster& c, c
                    "the transformer layers' linear layers (Transformer Engine), at the FP8 peak",
                    fmt::format("{} layers on stage {}; FP8 peak {:.0f} TFLOP/s vs BF16 {:.0f}",
                                l.total(), stage, hw.gpu.peak_tflops[2], hw.gpu.peak_tflops[0]),
-                   "QKV, projection, fc1, fc2, experts", linear, linear});
+                   m.moe ? "QKV, projection, fc1, fc2, experts" : "QKV, projection, fc1, fc2",
+                   linear, linear});
     out.push_back({"kept in 16 bits",
                    "output layer (fp8_output_proj off), router (moe_router_dtype), attention "
                    "core (no FP8 backward), embeddings and norms (not GEMMs)",

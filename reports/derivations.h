@@ -11,6 +11,7 @@
 #include "core/model_spec.h"
 #include "core/plan.h"
 #include "reports/report_data.h"
+#include "simulator/cost/reliability.h"
 
 namespace dtplan::reports {
 
@@ -21,7 +22,8 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
 // Checkpoints and failures of the plan (simulator/cost/reliability.h) and its data loader, each
 // figure from its parts; estimator_value is failure_costs()' figure (tests check they agree).
 std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, const Workload& w,
-                                        const Plan& p, const Estimate& e);
+                                        const Plan& p, const Estimate& e,
+                                        const FailureOptions& o = {});
 
 // What the training precision changes, on the peak stage: which GEMMs run in FP8 and which stay
 // in 16 bits, FP8's weight copies and scaling state by recipe, FP16's loss scaling.

@@ -555,7 +555,7 @@ std::string render_whatif_html(const WhatifData& d) {
       num_row("time to train with failures (days)", "{:.1f}", true,
               days(&ScenarioColumn::time_to_train_with_failures_days));
   }
-  num_row("feasible plans", "{:.0f}", false,
+  num_row("plans ranked in full (fit; not skipped on a floor)", "{:.0f}", false,
           [](const ScenarioColumn& c) { return static_cast<double>(c.feasible); });
   o += "</table>\n";
 

@@ -392,7 +392,7 @@ std::string render_whatif_markdown(const WhatifData& d) {
       num_row("time to train with failures (days)", "{:.1f}",
               days(&ScenarioColumn::time_to_train_with_failures_days));
   }
-  num_row("feasible plans", "{:.0f}",
+  num_row("plans ranked in full (fit; not skipped on a floor)", "{:.0f}",
           [](const ScenarioColumn& col) { return static_cast<double>(col.feasible); });
   o += "## Side by side\n\n";
   table(o, header, rows);

@@ -197,7 +197,7 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
     const PlanRow& best = d.top.front();
     const Plan& bp = best.plan;
     d.derivations = derive(m, c, w, bp, best.estimate);
-    d.failures = derive_failures(m, c, w, bp, best.estimate);
+    d.failures = derive_failures(m, c, w, bp, best.estimate, ropt.failure);
     d.precision_notes = derive_precision(m, c, w, bp, best.estimate);
 
     // Alternatives: search again with one dimension pinned away from the recommended plan.

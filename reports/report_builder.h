@@ -11,6 +11,7 @@
 
 #include "planner/search.h"
 #include "reports/report_data.h"
+#include "simulator/cost/reliability.h"
 
 namespace dtplan::reports {
 
@@ -18,6 +19,7 @@ struct ReportOptions {
   bool heatmap = true;
   bool alternatives = true;
   bool timeline = true;
+  FailureOptions failure;  // how the checkpoints-and-failures section prices them
 };
 
 ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,

@@ -40,10 +40,14 @@ LinkRates link_rates(const HardwareProfile& hw, const GroupPlacement& g) {
   const double trays = std::ceil(busy / std::max(1, hw.node.gpus_per_node));
   double node_bw = hw.scale_out.node_gbps() * trays * e.network_bw_fraction * share;
   if (hw.scale_out.oversubscription > 1.0 && g.nodes > 1) node_bw /= hw.scale_out.oversubscription;
-  r.inter_busbw_gbps = std::min(r.intra_busbw_gbps, std::max(node_bw, 1e-3));
+  r.node_network_gbps = std::max(node_bw, 1e-3);
+  r.inter_busbw_gbps = std::min(r.intra_busbw_gbps, r.node_network_gbps);
   r.alpha_intra_s = hw.node.latency_us * 1e-6;
   r.alpha_inter_s = hw.scale_out.latency_us * 1e-6;
-  r.servers = hw.parameter_servers > 0 ? hw.parameter_servers : std::max(1, g.nodes);
+  // Default: one server per physical node (tray) the group spans.
+  const int per_node = std::max(1, hw.node.gpus_per_node);
+  r.servers = hw.parameter_servers > 0 ? hw.parameter_servers
+                                       : std::max(1, (g.size + per_node - 1) / per_node);
   r.server_gbps = hw.scale_out.node_gbps() * e.network_bw_fraction;
   return r;
 }

@@ -37,8 +37,8 @@ CollectiveSweep collective_sweep(const HardwareProfile& hw, CollectiveOp op, dou
     const double bytes = std::min(b, hi_bytes);
     CollectivePoint p = collective_point(hw, op, bytes, g);
     const AlgorithmCost* best = nullptr;
-    for (const auto& a : p.algorithms)
-      if (!best || a.time.time_s() < best->time.time_s()) best = &a;
+    for (const auto& a : p.algorithms)  // NCCL's algorithms only: a parameter server is priced
+      if (a.auto_selected && (!best || a.time.time_s() < best->time.time_s())) best = &a;
     if (best) {
       if (!previous.empty() && best->algorithm != previous)
         s.crossovers.push_back({bytes, previous, best->algorithm});

@@ -33,7 +33,7 @@ CollectivePoint collective_point(const HardwareProfile& hw, CollectiveOp op, dou
                                  const GroupPlacement& g);
 
 // Sizes from lo to hi doubling (nccl-tests -f 2), hi included; crossovers of the fastest of
-// all algorithms (parameter server included).
+// NCCL's algorithms (the parameter server is priced beside them, never picked).
 struct CollectiveSweep {
   std::vector<CollectivePoint> points;
   std::vector<Crossover> crossovers;

@@ -14,21 +14,27 @@
 
 namespace dtplan {
 
+// The link whose bandwidth sets a collective's beta part.
+enum class Bottleneck { kNone, kNvlink, kNetwork, kServer };
+const char* to_string(Bottleneck b);
+
 // Effective link rates for one group, derived from the profile (GB/s = 1e9 B/s, seconds).
 struct LinkRates {
-  double intra_busbw_gbps = 0;  // NVLink bus bandwidth one rank reaches
-  double inter_busbw_gbps = 0;  // scale-out bandwidth one rank of this group reaches (NIC share)
-  double alpha_intra_s = 0;     // per-step latency inside a node
-  double alpha_inter_s = 0;     // per-step latency across nodes
+  double intra_busbw_gbps = 0;   // NVLink bus bandwidth one rank reaches
+  double inter_busbw_gbps = 0;   // scale-out bandwidth one rank of this group reaches (NIC share),
+                                 // at most its NVLink rate (its traffic crosses NVLink to the NIC)
+  double node_network_gbps = 0;  // the group's share of one node's NICs, not capped by NVLink
+  // The link that sets inter_busbw_gbps: the network, or NVLink where it is the slower.
+  Bottleneck inter_limit() const {
+    return inter_busbw_gbps < intra_busbw_gbps ? Bottleneck::kNetwork : Bottleneck::kNvlink;
+  }
+  double alpha_intra_s = 0;  // per-step latency inside a node
+  double alpha_inter_s = 0;  // per-step latency across nodes
   // Parameter servers (the `ps` algorithm): how many, and each one's network bandwidth. By
   // default one server per node of the group on a host with one node's NIC bandwidth.
   int servers = 0;
   double server_gbps = 0;
 };
-
-// The link whose bandwidth sets a collective's beta part.
-enum class Bottleneck { kNone, kNvlink, kNetwork, kServer };
-const char* to_string(Bottleneck b);
 
 struct AlgorithmTime {
   double alpha_s = 0;  // latency part

@@ -79,6 +79,7 @@ FailureCosts failure_costs(const ModelSpec& m, const Cluster& c, const Plan& p, 
   f.restart.load_s = f.checkpoint.load_s;
   f.restart.fast_forward_s = r.fast_forward_s;
   f.restart_s = o.restart_s.value_or(f.restart.total_s());
+  f.restart_given = o.restart_s.has_value();
   f.async_save = o.async_save;
   f.checkpoint_blocking_s =
       o.async_save ? f.checkpoint.write_s_async_blocking : f.checkpoint.write_s_sync;
@@ -88,7 +89,10 @@ FailureCosts failure_costs(const ModelSpec& m, const Cluster& c, const Plan& p, 
   f.daly_interval_s = daly_interval_s(delta, f.job_mtbf_s);
   f.interval_s = o.interval_s.value_or(f.young_interval_s);
   // An asynchronous save must finish writing before the next one starts.
-  if (o.async_save) f.interval_s = std::max(f.interval_s, f.checkpoint.storage_write_s);
+  if (o.async_save && f.interval_s < f.checkpoint.storage_write_s) {
+    f.interval_s = f.checkpoint.storage_write_s;
+    f.interval_raised = true;
+  }
   f.interval_s = std::max(f.interval_s, 1e-9);
   f.interval_steps = step_time_s > 0 ? f.interval_s / step_time_s : 0;
   f.checkpoint_fraction = f.checkpoint_blocking_s / f.interval_s;

@@ -444,14 +444,18 @@ class Sim final : public Handler {
     const uint64_t group = static_cast<uint64_t>((s / in_.p) / std::max(1, in_.jitter_group));
     const uint64_t stage = static_cast<uint64_t>(s % in_.p);
     double worst = 0;
+    auto mix = [](uint64_t z) {  // splitmix64's finalizer: every input bit reaches every output bit
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      return z ^ (z >> 31);
+    };
     for (int i = 0; i < std::max(1, in_.jitter_group); ++i) {
-      uint64_t key = in_.jitter_seed ^ (group * 0x9E3779B97F4A7C15ull) ^ (stage << 40) ^
-                     (static_cast<uint64_t>(k) << 20) ^ static_cast<uint64_t>(i);
-      auto next = [&key] {
-        uint64_t z = (key += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+      uint64_t key = mix(mix(mix(mix(in_.jitter_seed + 0x9E3779B97F4A7C15ull) + group) + stage) +
+                         static_cast<uint64_t>(k)) +
+                     static_cast<uint64_t>(i);
+      auto next = [&key, &mix] {
+        key += 0x9E3779B97F4A7C15ull;
+        return static_cast<double>(mix(key) >> 11) * 0x1.0p-53;
       };
       // Box-Muller from two uniforms in (0, 1].
       const double u1 = 1.0 - next(), u2 = next();

@@ -21,7 +21,7 @@ class Pairwise final : public ICollectiveAlgorithm {
       const bool inter = g.crosses_nodes();
       return {inter ? l.alpha_inter_s : l.alpha_intra_s,
               bytes / ((inter ? l.inter_busbw_gbps : l.intra_busbw_gbps) * 1e9),
-              inter ? Bottleneck::kNetwork : Bottleneck::kNvlink};
+              inter ? l.inter_limit() : Bottleneck::kNvlink};
     }
     const double n = g.size;
     const double remote = (n - g.ranks_per_node) / n;  // share of peers on other nodes

@@ -26,7 +26,7 @@ class Ring final : public ICollectiveAlgorithm {
     const bool inter = g.crosses_nodes();
     const double busbw = inter ? l.inter_busbw_gbps : l.intra_busbw_gbps;
     return {latency, bytes * busbw_factor(op, n) / (busbw * 1e9),
-            inter ? Bottleneck::kNetwork : Bottleneck::kNvlink};
+            inter ? l.inter_limit() : Bottleneck::kNvlink};
   }
 };
 

@@ -19,8 +19,7 @@ class Tree final : public ICollectiveAlgorithm {
                                   std::log2(std::max(1, g.nodes)) * l.alpha_inter_s);
     const bool inter = g.crosses_nodes();
     const double busbw = inter ? l.inter_busbw_gbps : l.intra_busbw_gbps;
-    return {latency, bytes / (0.5 * busbw * 1e9),
-            inter ? Bottleneck::kNetwork : Bottleneck::kNvlink};
+    return {latency, bytes / (0.5 * busbw * 1e9), inter ? l.inter_limit() : Bottleneck::kNvlink};
   }
 };
 

@@ -22,7 +22,7 @@ class DataStall final : public IStepTerm {
   const char* label() const override { return "data stall"; }
   double seconds(const ModelSpec&, const Cluster& c, const Workload& w, const Plan& p,
                  const Estimate& e) const override {
-    const double rate = loader_tokens_per_s_per_node(c);
+    const double rate = loader_tokens_per_s_per_node(c, p.tp);
     if (!(rate > 0)) return 0;
     const double gbs = static_cast<double>(p.gbs > 0 ? p.gbs : w.global_batch);
     const double tokens = gbs * static_cast<double>(w.seq_len);
