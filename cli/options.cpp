@@ -208,7 +208,7 @@ FailureOptions apply_job_options(const SpecOptions& s, const std::string& precis
     c.services = sv;
   }
   f.async_save = s.async_save;
-  if (s.restart_s > 0) f.restart_s = s.restart_s;
+  if (s.restart_s >= 0) f.restart_s = s.restart_s;
   if (s.checkpoint_interval_s > 0) f.interval_s = s.checkpoint_interval_s;
   f.skipped_step_fraction = s.skipped_step_fraction;
   if (s.skipped_step_fraction > 0 && precision != "fp16")
