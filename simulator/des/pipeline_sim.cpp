@@ -222,7 +222,18 @@ class Sim final : public Handler {
     const auto st = static_cast<size_t>(s % in_.p);  // costs are per stage
     double dur = task_seconds(t, split_w_, in_.v, in_.f[st], in_.b[st], in_.w[st]);
     if (in_.sm_slowdown > 0 && dp_active_[su] > 0) dur *= 1 + in_.sm_slowdown;  // SM contention
-    if (su < in_.slowdown.size()) dur *= in_.slowdown[su];
+    if (su < in_.slowdown.size() && in_.slowdown[su] != 1.0) {
+      // A slow GPU computes slowly; the exposed TP/CP/EP communication inside its task (the
+      // task's share of the stage's per-micro-batch comm_s) keeps its time.
+      double comm = 0;
+      if (st < in_.comm_s.size()) {
+        const double per_mb = in_.f[st] + in_.b[st] + in_.w[st];
+        const double share = per_mb > 0 ? dur / per_mb : 0;
+        for (double x : in_.comm_s[st]) comm += x * share;
+      }
+      comm = std::min(comm, dur);
+      dur = comm + (dur - comm) * in_.slowdown[su];
+    }
     if (in_.jitter_sigma > 0) dur *= jitter(s, next_[su]);
     if (in_.dp_overlap && next_[su] == last_b_[su] && dp_phase_[su] == 0 && dp_seconds(s) > 0) {
       dp_phase_[su] = 1;  // buckets reduce while the last backward produces gradients
