@@ -57,11 +57,12 @@ struct PipelineSimInput {
   // the step's remainder, from the closed form).
   std::vector<std::array<double, 2>> zero3_s;
   // Faults (simulate --slow-gpu, --slow-link, --jitter). Per simulated rank, the factor its
-  // compute is slowed by (empty: none; the exposed communication of comm_s keeps its time). Nodes whose NICs run `factor` times slower (their
-  // flows are still sized at the nominal rate, so they take longer). Jitter: each task is
-  // slowed by the largest of `jitter_group` draws of a mean-one lognormal exp(sigma Z -
-  // sigma^2/2), the same draws for the ranks of one TP/CP group (simulated ranks s whose
-  // (s / p) / jitter_group and s % p agree), which run at their slowest member's pace.
+  // compute is slowed by (empty: none; the exposed communication of comm_s keeps its time). Nodes
+  // whose NICs run `factor` times slower (their flows are still sized at the nominal rate, so they
+  // take longer). Jitter: each task is slowed by the largest of `jitter_group` draws of a mean-one
+  // lognormal exp(sigma Z - sigma^2/2), the same draws for the ranks of one TP/CP group (simulated
+  // ranks s whose (s / p) / jitter_group and s % p agree), which run at their slowest member's
+  // pace.
   std::vector<double> slowdown;
   std::vector<std::pair<int, double>> slow_nodes;
   double jitter_sigma = 0;
