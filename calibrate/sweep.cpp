@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "calibrate/process_group.h"
+#include "core/byte_size.h"
 #include "core/catalog.h"
 #include "core/error.h"
 #include "simulator/workload/op_program.h"
@@ -136,30 +137,8 @@ std::vector<Task> standard_sweep(const SweepOptions& o, const Environment& env,
   return tasks;
 }
 
-static int64_t parse_size(const std::string& s, const std::string& whole) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos == 0)
-    throw InputError(SourceLocation{}, "--sizes",
-                     fmt::format("'{}' is not a size range like 1K-64M", whole));
-  std::string unit = s.substr(pos);
-  double mult = 1;
-  if (unit == "K" || unit == "k" || unit == "KiB") {
-    mult = 1024;
-  } else if (unit == "M" || unit == "MiB") {
-    mult = 1024.0 * 1024;
-  } else if (unit == "G" || unit == "GiB") {
-    mult = 1024.0 * 1024 * 1024;
-  } else if (!unit.empty() && unit != "B") {
-    throw InputError(SourceLocation{}, "--sizes",
-                     fmt::format("unknown unit '{}' in '{}' (use B, K, M or G)", unit, whole));
-  }
-  return static_cast<int64_t>(v * mult);
+static int64_t parse_size(const std::string& s, const std::string& /*whole*/) {
+  return static_cast<int64_t>(parse_byte_size("--sizes", s));
 }
 
 void parse_size_range(const std::string& text, int64_t& min_bytes, int64_t& max_bytes) {

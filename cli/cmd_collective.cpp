@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/atomic_file.h"
+#include "core/byte_size.h"
 #include "core/catalog.h"
 #include "core/error.h"
 #include "core/registry.h"
@@ -20,52 +21,6 @@
 namespace dtplan::cli {
 
 namespace {
-
-// "350e9", "4096", "1K", "16G", "1.5M" (binary multiples, as nccl-tests reads -b/-e); an
-// optional trailing B. Throws InputError naming the flag.
-double parse_size(const std::string& flag, const std::string& text) {
-  std::string s = text;
-  if (!s.empty() && (s.back() == 'B' || s.back() == 'b')) s.pop_back();
-  double mult = 1;
-  if (!s.empty()) {
-    switch (s.back()) {
-      case 'K':
-      case 'k':
-        mult = 1024.0;
-        break;
-      case 'M':
-      case 'm':
-        mult = 1024.0 * 1024;
-        break;
-      case 'G':
-      case 'g':
-        mult = 1024.0 * 1024 * 1024;
-        break;
-      case 'T':
-      case 't':
-        mult = 1024.0 * 1024 * 1024 * 1024;
-        break;
-      default:
-        break;
-    }
-    if (mult > 1) s.pop_back();
-  }
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (s.empty() || used != s.size() || !std::isfinite(v))
-    throw InputError({}, flag, fmt::format("'{}' is not a size (e.g. 4096, 1K, 256M, 16G)", text));
-  v *= mult;
-  if (v < 1 || v > 1e15)
-    throw InputError({}, flag, fmt::format("'{}' is out of range (1 B to 1e15 B)", text));
-  if (v != std::floor(v))
-    throw InputError({}, flag, fmt::format("'{}' is not a whole number of bytes", text));
-  return v;
-}
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -207,13 +162,13 @@ void register_collective(CLI::App& app, CommandContext& ctx) {
       const auto dash = sweep.find('-');
       if (dash == std::string::npos)
         throw InputError({}, "--sweep", fmt::format("'{}' is not LO-HI (e.g. 1K-16G)", sweep));
-      lo = parse_size("--sweep", sweep.substr(0, dash));
-      hi = parse_size("--sweep", sweep.substr(dash + 1));
+      lo = parse_byte_size("--sweep", sweep.substr(0, dash));
+      hi = parse_byte_size("--sweep", sweep.substr(dash + 1));
       if (hi < lo) throw InputError({}, "--sweep", "HI is smaller than LO");
       if (std::log2(hi / lo) > 64)
         throw InputError({}, "--sweep", "more than 64 doublings from LO to HI");
     }
-    const double bytes = bytes_text.empty() ? hi : parse_size("--bytes", bytes_text);
+    const double bytes = bytes_text.empty() ? hi : parse_byte_size("--bytes", bytes_text);
     refuse_unpriced(bytes, g);
     const CollectivePoint p = collective_point(hw, op, bytes, g);
     const AlgorithmCost* sel = nullptr;

@@ -54,17 +54,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--jitter", jitter,
                   "SIGMA: every task is slowed by a mean-one lognormal exp(SIGMA Z - SIGMA^2/2), "
                   "the slowest of its TP/CP group's draws")
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            try {
-              size_t used = 0;
-              const double x = std::stod(v, &used);
-              if (used == v.size() && std::isfinite(x) && x >= 0 && x <= 2) return "";
-            } catch (const std::exception&) {
-            }
-            return v + " is not a sigma in [0, 2]";
-          },
-          "in [0, 2]"))
+      ->check(finite_range(0.0, 2.0))
       ->group(fg);
   cmd->add_option("--seed", seed, "Seed of the jitter draws")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62))

@@ -24,8 +24,7 @@ void add_spec_options(CLI::App& app, SpecOptions& o) {
       ->check(CLI::Range(1, 1 << 22));
 }
 
-// A range check that also refuses NaN and infinities (CLI11's Range lets NaN through).
-static CLI::Validator finite_range(double lo, double hi) {
+CLI::Validator finite_range(double lo, double hi) {
   return CLI::Validator(
       [lo, hi](std::string& v) -> std::string {
         double x = 0;

@@ -13,7 +13,8 @@
 
 namespace CLI {
 class App;
-}
+class Validator;
+}  // namespace CLI
 
 namespace dtplan::cli {
 
@@ -56,6 +57,9 @@ struct PlanOptions {
 };
 
 void add_spec_options(CLI::App& app, SpecOptions& o);
+// A range check of a number flag that also refuses NaN and infinities (CLI11's Range lets NaN
+// through): "X is not in [lo, hi]".
+CLI::Validator finite_range(double lo, double hi);
 void add_plan_options(CLI::App& app, PlanOptions& o);
 // --loader-tokens-per-s-per-node, --async-save, --restart-s, --checkpoint-interval-s,
 // --skipped-steps (estimate, simulate, search, report).

@@ -82,6 +82,10 @@ double loader_tokens_per_s_per_node(const Cluster& c, int tp) {
   return read * 1e9 / kBytesPerToken;
 }
 
+double data_loading_nodes(const Cluster& c, int pp) {
+  return std::max(1.0, static_cast<double>(c.nodes()) / std::max(1, pp));
+}
+
 double loader_tokens_per_s_per_node(const DataLoaderSpec& d, const StorageSpec& st,
                                     int loading_ranks_per_node) {
   if (d.tokens_per_s_per_node > 0) return d.tokens_per_s_per_node;

@@ -255,6 +255,9 @@ ClusterServices services_of(const Cluster& c);
 // `tp`: Megatron builds the loader on tensor-parallel rank 0 only, so a node runs
 // gpus_per_node / tp loaders (their workers: DataLoaderSpec::workers_per_node, 0 = 2 each).
 double loader_tokens_per_s_per_node(const Cluster& c, int tp);
+// The nodes whose loaders read a step's tokens: those of the first pipeline stage (pp outermost
+// in the rank order), nodes / pp, at least one.
+double data_loading_nodes(const Cluster& c, int pp);
 double loader_tokens_per_s_per_node(const DataLoaderSpec& d, const StorageSpec& st,
                                     int loading_ranks_per_node);
 class YamlMap;

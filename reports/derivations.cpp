@@ -398,7 +398,7 @@ std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, co
       e.tokens_per_s * f.goodput, fmt::format("{:.0f} tokens/s", e.tokens_per_s * (1 - lost)));
   // The data loader against what the step consumes (the data-stall step term).
   const double gbs = static_cast<double>(p.gbs > 0 ? p.gbs : w.global_batch);
-  const double loading_nodes = std::max(1.0, static_cast<double>(c.nodes()) / std::max(1, p.pp));
+  const double loading_nodes = data_loading_nodes(c, p.pp);
   const double need = gbs * static_cast<double>(w.seq_len) / loading_nodes / e.step_time_s;
   const double rate = loader_tokens_per_s_per_node(c, p.tp);
   add("data loader", "tokens per loading node per step / step vs the loader's tokens/s per node",

@@ -103,6 +103,22 @@ const std::vector<std::string>& memory_series() {
                                              "activations", "buffers"};
   return s;
 }
+// A section of derivations (quantity, formula or rule, values, result) with its heading.
+void derivation_section(std::string& o, const char* id, const char* title, const char* intro,
+                        const char* formula_header, const std::vector<Derivation>& rows) {
+  auto out = std::back_inserter(o);
+  fmt::format_to(out,
+                 "<h2 id=\"{}\">{}</h2>\n<p>{}</p>\n<table><tr><th class=\"l\">quantity</th><th "
+                 "class=\"l\">{}</th><th class=\"l\">values</th><th>result</th></tr>\n",
+                 id, title, intro, formula_header);
+  for (const auto& dv : rows)
+    fmt::format_to(out,
+                   "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>"
+                   "<td>{}</td></tr>\n",
+                   e(dv.quantity), e(dv.formula), e(dv.substituted), e(dv.result));
+  o += "</table>\n";
+}
+
 std::vector<double> memory_row(const StageMemory& m) {
   const double g = units::kGiB;
   return {m.weights_bytes / g, m.grads_bytes / g, m.optimizer_bytes / g, m.activations_bytes / g,
@@ -331,42 +347,22 @@ std::string render_report_html(const ReportData& d) {
     }
   }
 
-  o += "<h2 id=\"derivations\">How the numbers come about</h2>\n<p>Each headline number of the "
-       "recommended plan with its formula and the values that went in, computed from the "
-       "estimator's cost-model functions.</p>\n<table><tr><th class=\"l\">quantity</th><th "
-       "class=\"l\">formula</th><th class=\"l\">values</th><th>result</th></tr>\n";
-  for (const auto& dv : d.derivations)
-    fmt::format_to(out,
-                   "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>"
-                   "<td>{}</td></tr>\n",
-                   e(dv.quantity), e(dv.formula), e(dv.substituted), e(dv.result));
-  o += "</table>\n";
-
-  if (!d.precision_notes.empty()) {
-    o += "<h2 id=\"precision\">Precision</h2>\n<p>What the training precision changes on the "
-         "peak stage: which GEMMs run in FP8 and which stay in 16 bits, the memory FP8 adds, "
-         "FP16's loss scaling.</p>\n<table><tr><th class=\"l\">quantity</th><th "
-         "class=\"l\">rule</th><th class=\"l\">values</th><th>result</th></tr>\n";
-    for (const auto& dv : d.precision_notes)
-      fmt::format_to(out,
-                     "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>"
-                     "<td>{}</td></tr>\n",
-                     e(dv.quantity), e(dv.formula), e(dv.substituted), e(dv.result));
-    o += "</table>\n";
-  }
-  if (!d.failures.empty()) {
-    o += "<h2 id=\"failures\">Checkpoints and failures</h2>\n<p>What a checkpoint of the "
-         "recommended plan holds and costs, how often to write it, what a restart takes and what "
-         "share of the time failures leave (docs/resilience.md; defaults and sources there).</p>\n"
-         "<table><tr><th class=\"l\">quantity</th><th class=\"l\">formula</th><th "
-         "class=\"l\">values</th><th>result</th></tr>\n";
-    for (const auto& dv : d.failures)
-      fmt::format_to(out,
-                     "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>"
-                     "<td>{}</td></tr>\n",
-                     e(dv.quantity), e(dv.formula), e(dv.substituted), e(dv.result));
-    o += "</table>\n";
-  }
+  derivation_section(o, "derivations", "How the numbers come about",
+                     "Each headline number of the recommended plan with its formula and the "
+                     "values that went in, computed from the estimator's cost-model functions.",
+                     "formula", d.derivations);
+  if (!d.precision_notes.empty())
+    derivation_section(o, "precision", "Precision",
+                       "What the training precision changes on the peak stage: which GEMMs run "
+                       "in FP8 and which stay in 16 bits, the memory FP8 adds, FP16's loss "
+                       "scaling.",
+                       "rule", d.precision_notes);
+  if (!d.failures.empty())
+    derivation_section(o, "failures", "Checkpoints and failures",
+                       "What a checkpoint of the recommended plan holds and costs, how often to "
+                       "write it, what a restart takes and what share of the time failures leave "
+                       "(docs/resilience.md; defaults and sources there).",
+                       "formula", d.failures);
 
   o += "<h2 id=\"alternatives\">Alternatives</h2>\n<p>For each dimension, the best plan that "
        "differs from the recommended one in it (the search re-run with that dimension "

@@ -224,30 +224,25 @@ std::string render_report_markdown(const ReportData& d) {
     }
   }
 
-  o += "## How the numbers come about\n\n";
-  {
+  // Derivation sections: quantity, formula (or rule), values, result.
+  auto derivations = [&](const std::string& heading, const char* formula_header,
+                         const std::vector<Derivation>& list) {
+    o += heading;
     std::vector<std::vector<std::string>> rows;
-    for (const auto& dv : d.derivations)
+    for (const auto& dv : list)
       rows.push_back({c(dv.quantity), c(dv.formula), c(dv.substituted), c(dv.result)});
-    table(o, {"quantity", "formula", "values", "result"}, rows);
-  }
-
-  if (!d.precision_notes.empty()) {
-    o += "## Precision\n\nWhat the training precision changes on the peak stage.\n\n";
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& dv : d.precision_notes)
-      rows.push_back({c(dv.quantity), c(dv.formula), c(dv.substituted), c(dv.result)});
-    table(o, {"quantity", "rule", "values", "result"}, rows);
-  }
-  if (!d.failures.empty()) {
-    o += "## Checkpoints and failures\n\nWhat a checkpoint of the recommended plan holds and "
-         "costs, how often to write it, what a restart takes and what share of the time failures "
-         "leave (docs/resilience.md).\n\n";
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& dv : d.failures)
-      rows.push_back({c(dv.quantity), c(dv.formula), c(dv.substituted), c(dv.result)});
-    table(o, {"quantity", "formula", "values", "result"}, rows);
-  }
+    table(o, {"quantity", formula_header, "values", "result"}, rows);
+  };
+  derivations("## How the numbers come about\n\n", "formula", d.derivations);
+  if (!d.precision_notes.empty())
+    derivations("## Precision\n\nWhat the training precision changes on the peak stage.\n\n",
+                "rule", d.precision_notes);
+  if (!d.failures.empty())
+    derivations(
+        "## Checkpoints and failures\n\nWhat a checkpoint of the recommended plan holds and "
+        "costs, how often to write it, what a restart takes and what share of the time failures "
+        "leave (docs/resilience.md).\n\n",
+        "formula", d.failures);
 
   o += "## Alternatives\n\nFor each dimension, the best plan that differs from the recommended "
        "one in it (the search re-run with that dimension pinned).\n\n";

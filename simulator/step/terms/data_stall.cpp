@@ -26,7 +26,7 @@ class DataStall final : public IStepTerm {
     if (!(rate > 0)) return 0;
     const double gbs = static_cast<double>(p.gbs > 0 ? p.gbs : w.global_batch);
     const double tokens = gbs * static_cast<double>(w.seq_len);
-    const double loading_nodes = std::max(1.0, static_cast<double>(c.nodes()) / std::max(1, p.pp));
+    const double loading_nodes = data_loading_nodes(c, p.pp);
     return std::max(0.0, tokens / loading_nodes / rate - e.step_time_s);
   }
 };

@@ -51,15 +51,24 @@ std::vector<Case> cases() {
   };
 }
 
+// A case's model, cluster, workload and plan.
+struct Loaded {
+  ModelSpec m;
+  Cluster cl;
+  Workload w;
+  Plan p;
+};
+Loaded load(const Case& c) {
+  Loaded l{load_model(c.model), load_cluster(c.profile, c.gpus), {}, c.plan};
+  l.w.seq_len = c.seq;
+  l.w.global_batch = c.gbs;
+  l.p.gbs = c.gbs;
+  return l;
+}
+
 TEST(Derivations, EveryFormulaEqualsTheEstimatorsFigure) {
   for (const Case& c : cases()) {
-    const ModelSpec m = load_model(c.model);
-    const Cluster cl = load_cluster(c.profile, c.gpus);
-    Workload w;
-    w.seq_len = c.seq;
-    w.global_batch = c.gbs;
-    Plan p = c.plan;
-    p.gbs = c.gbs;
+    const auto [m, cl, w, p] = load(c);
     ASSERT_TRUE(validate_plan(m, c.gpus, w, p).empty()) << c.model << " " << p.describe();
     ASSERT_TRUE(validate_schedule(p).empty()) << p.describe();
     const Estimate e = estimate(m, cl, w, p);
@@ -82,23 +91,27 @@ TEST(Derivations, EveryFormulaEqualsTheEstimatorsFigure) {
 
 // The checkpoint and failure derivations rebuild each figure from its parts; each must equal
 // failure_costs()' figure (the loader's line states a need, compared with itself).
+// Over the options too: asynchronous saves, a given restart and interval, skipped steps.
 TEST(Derivations, FailureFiguresEqualTheFailureModel) {
+  std::vector<FailureOptions> options(4);
+  options[1].async_save = true;
+  options[2].restart_s = 1200.0;
+  options[2].interval_s = 900.0;
+  options[3].async_save = true;
+  options[3].interval_s = 1.0;  // raised to the write time
+  options[3].skipped_step_fraction = 0.01;
   for (const Case& c : cases()) {
-    const ModelSpec m = load_model(c.model);
-    const Cluster cl = load_cluster(c.profile, c.gpus);
-    Workload w;
-    w.seq_len = c.seq;
-    w.global_batch = c.gbs;
-    Plan p = c.plan;
-    p.gbs = c.gbs;
+    const auto [m, cl, w, p] = load(c);
     const Estimate e = estimate(m, cl, w, p);
-    const auto ds = derive_failures(m, cl, w, p, e);
-    EXPECT_EQ(ds.size(), 11u);
-    for (const auto& d : ds) {
-      EXPECT_GT(d.estimator_value, 0) << d.quantity;
-      EXPECT_NEAR(d.value, d.estimator_value, 1e-9 * std::fabs(d.estimator_value))
-          << d.quantity << " of " << c.model << " " << p.describe() << ": " << d.formula << " = "
-          << d.substituted;
+    for (const FailureOptions& o : options) {
+      const auto ds = derive_failures(m, cl, w, p, e, o);
+      EXPECT_EQ(ds.size(), 11u);
+      for (const auto& d : ds) {
+        EXPECT_GT(d.estimator_value, 0) << d.quantity;
+        EXPECT_NEAR(d.value, d.estimator_value, 1e-9 * std::fabs(d.estimator_value))
+            << d.quantity << " of " << c.model << " " << p.describe() << ": " << d.formula << " = "
+            << d.substituted;
+      }
     }
   }
 }
