@@ -39,6 +39,11 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
     const auto& p = j["top"][static_cast<size_t>(rank - 1)]["plan"];
     if (!model_given) spec.model = j.at("model").get<std::string>();
     if (!cluster_given) {
+      if (j.at("cluster").contains("groups"))
+        throw InputError({path, 0, 0}, "--from",
+                         "the search ran on a cluster with device groups: heterogeneous clusters "
+                         "are planned and simulated, but a launch across groups needs the nodes "
+                         "listed in group order, which dtplan does not emit yet");
       spec.cluster = j.at("cluster").at("profile").get<std::string>();
       spec.gpus = j.at("cluster").at("gpus").get<int>();
     }
@@ -110,6 +115,12 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 2;
       return;
     }
+    if (r.cluster.heterogeneous())
+      throw InputError({}, "--cluster",
+                       fmt::format("{} has device groups: heterogeneous clusters are planned and "
+                                   "simulated, but a launch across groups needs the nodes listed "
+                                   "in group order, which dtplan does not emit yet",
+                                   r.cluster.file));
     EmitInput in;
     in.model = &r.model;
     in.cluster = &r.cluster;

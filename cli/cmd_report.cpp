@@ -60,6 +60,12 @@ void register_report(CLI::App& app, CommandContext& ctx) {
                        "applies to `dtplan search` (the answer's GPU count can then be reported "
                        "with --gpus)");
     SearchSetup setup = make_search_setup(flags);
+    if (setup.cluster.heterogeneous())
+      throw InputError({}, "--cluster",
+                       fmt::format("{} has device groups: reports derive every number from one "
+                                   "GPU's profile and take homogeneous clusters only (search, "
+                                   "estimate and simulate take heterogeneous ones)",
+                                   setup.cluster.file));
     const bool distinct = distinct_ranking(flags);
     if (distinct) widen_for_distinct(setup, flags);
     SearchResult r = search(setup.model, setup.cluster, setup.workload, setup.space, setup.options,

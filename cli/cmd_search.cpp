@@ -110,6 +110,10 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     const std::string& precision = flags.precision;
     const std::string& objective = flags.objective;
     const std::string& framework = flags.framework;
+    if (cluster.heterogeneous() && (flags.deadline_days > 0 || flags.budget_gpu_hours > 0))
+      throw InputError({}, flags.deadline_days > 0 ? "--deadline-days" : "--budget-gpu-hours",
+                       "searches over node counts take homogeneous clusters only (a "
+                       "heterogeneous cluster's node count is its groups')");
     if (opt.objective == Objective::kCost && !cluster.profile.usd_per_gpu_hour)
       fmt::print(stderr, "dtplan search: profile {} has no price; cost is in GPU-hours per step\n",
                  cluster.profile.name);
@@ -200,9 +204,19 @@ void register_search(CLI::App& app, CommandContext& ctx) {
                                     ? fmt::format("batch {}-{} ({} values)", batches.front(),
                                                   batches.back(), batches.size())
                                     : fmt::format("batch {}", w.global_batch);
-      fmt::format_to(o, "{} on {} x {} ({}), {} x {} tokens, {}; objective {}{}, framework {}\n",
-                     model.display_name, cluster.num_gpus, cluster.profile.gpu.name,
-                     cluster.profile.name, batch, w.seq_len, precision, objective,
+      std::string hardware = fmt::format("{} x {} ({})", cluster.num_gpus, cluster.profile.gpu.name,
+                                         cluster.profile.name);
+      if (cluster.heterogeneous()) {
+        hardware =
+            fmt::format("{} GPUs in {} device groups (", cluster.num_gpus, cluster.groups_used());
+        for (int g = 0; g < cluster.groups_used(); ++g)
+          hardware += fmt::format("{}{} x {}", g > 0 ? ", then " : "",
+                                  cluster.group_first_rank(g + 1) - cluster.group_first_rank(g),
+                                  cluster.groups[static_cast<size_t>(g)].profile.gpu.name);
+        hardware += ")";
+      }
+      fmt::format_to(o, "{} on {}, {} x {} tokens, {}; objective {}{}, framework {}\n",
+                     model.display_name, hardware, batch, w.seq_len, precision, objective,
                      r.per_token && (opt.objective == Objective::kStepTime ||
                                      opt.objective == Objective::kCost)
                          ? " per token (several global batches: tok/s/GPU ranks the same)"

@@ -24,12 +24,46 @@ static nlohmann::json memory_json(const StageMemory& s, int stage, double capaci
           {"fits", s.total_bytes() <= capacity}};
 }
 
+// With device groups: each group's hardware, ranks and the pipeline stages it runs.
+struct GroupStages {
+  int group, first_stage, last_stage;  // last < first: runs no stage
+};
+static std::vector<GroupStages> group_stages(const Cluster& c, const Plan& p) {
+  std::vector<GroupStages> out;
+  for (int g = 0; g < c.groups_used(); ++g) {
+    GroupStages gs{g, -1, -2};
+    for (int s = 0; s < p.pp; ++s)
+      if (stage_device_group(c, p, s) == g) {
+        if (gs.first_stage < 0) gs.first_stage = s;
+        gs.last_stage = s;
+      }
+    out.push_back(gs);
+  }
+  return out;
+}
+
+static nlohmann::json device_groups_json(const Cluster& c, const Plan& p) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const GroupStages& gs : group_stages(c, p)) {
+    const DeviceGroup& d = c.groups[static_cast<size_t>(gs.group)];
+    a.push_back({{"profile", d.profile.name},
+                 {"gpu", d.profile.gpu.name},
+                 {"nodes", d.nodes},
+                 {"first_rank", c.group_first_rank(gs.group)},
+                 {"gpus", c.group_first_rank(gs.group + 1) - c.group_first_rank(gs.group)},
+                 {"stages", nlohmann::json::array({gs.first_stage, gs.last_stage})},
+                 {"memory_gib", d.profile.gpu.memory_gib}});
+  }
+  return a;
+}
+
 nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConvention conv) {
   nlohmann::json j;
   j["model"] = r.model.name;
   j["cluster"] = {{"profile", r.cluster.profile.name},
                   {"gpus", r.cluster.num_gpus},
                   {"nodes", r.cluster.nodes()}};
+  if (r.cluster.heterogeneous()) j["cluster"]["groups"] = device_groups_json(r.cluster, r.plan);
   const Plan& p = r.plan;
   j["plan"] = {{"tp", p.tp},
                {"pp", p.pp},
@@ -149,7 +183,8 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
   nlohmann::json mem = nlohmann::json::array();
   auto stages = all_stage_memory(r.model, r.workload, p);
   for (size_t i = 0; i < stages.size(); ++i)
-    mem.push_back(memory_json(stages[i], static_cast<int>(i), e.memory_capacity_bytes));
+    mem.push_back(memory_json(stages[i], static_cast<int>(i),
+                              stage_memory_capacity_bytes(r.cluster, p, static_cast<int>(i))));
   j["memory"] = mem;
   j["memory_capacity_gib"] = e.memory_capacity_bytes / units::kGiB;
   j["peak_memory_gib"] = e.memory_peak.total_bytes() / units::kGiB;
@@ -174,8 +209,25 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
   std::string o;
   auto out = std::back_inserter(o);
   const HardwareProfile& hw = r.cluster.profile;
-  fmt::format_to(out, "{} on {} x {} ({}, {} node(s))\n", r.model.display_name, r.cluster.num_gpus,
-                 hw.gpu.name, hw.name, r.cluster.nodes());
+  if (r.cluster.heterogeneous()) {
+    fmt::format_to(out, "{} on {} GPUs in {} device groups ({} node(s))\n", r.model.display_name,
+                   r.cluster.num_gpus, r.cluster.groups_used(), r.cluster.nodes());
+    for (const GroupStages& gs : group_stages(r.cluster, r.plan)) {
+      const DeviceGroup& d = r.cluster.groups[static_cast<size_t>(gs.group)];
+      fmt::format_to(
+          out, "  group {}: {} x {} ({}), ranks {}-{}, {}\n", gs.group,
+          r.cluster.group_first_rank(gs.group + 1) - r.cluster.group_first_rank(gs.group),
+          d.profile.gpu.name, d.profile.name, r.cluster.group_first_rank(gs.group),
+          r.cluster.group_first_rank(gs.group + 1) - 1,
+          gs.first_stage < 0 ? std::string("no stage")
+          : gs.first_stage == gs.last_stage
+              ? fmt::format("stage {}", gs.first_stage)
+              : fmt::format("stages {}-{}", gs.first_stage, gs.last_stage));
+    }
+  } else {
+    fmt::format_to(out, "{} on {} x {} ({}, {} node(s))\n", r.model.display_name,
+                   r.cluster.num_gpus, hw.gpu.name, hw.name, r.cluster.nodes());
+  }
   fmt::format_to(out, "plan  {}  ({} micro-batches, seq {}, {}, {} attention)\n\n",
                  r.plan.describe(), e.microbatches, r.workload.seq_len,
                  to_string(r.workload.precision), r.plan.flash_attention ? "flash" : "unfused");
@@ -279,7 +331,11 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
       e.memory_peak.buffers_bytes);
   row("total", e.memory_first.total_bytes(), e.memory_last.total_bytes(),
       e.memory_peak.total_bytes());
-  fmt::format_to(out, "  capacity {:.0f} GiB: {}\n", e.memory_capacity_bytes / g,
+  fmt::format_to(out, "  capacity {:.0f} GiB{}: {}\n", e.memory_capacity_bytes / g,
+                 r.cluster.heterogeneous() ? fmt::format(" (stage {}'s GPU, the fullest for its "
+                                                         "memory)",
+                                                         e.peak_stage)
+                                           : "",
                  e.fits ? "fits\n" : "DOES NOT FIT\n");
   return o;
 }

@@ -342,7 +342,7 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
     auto sv = validate_schedule(p);
     violations.insert(violations.end(), sv.begin(), sv.end());
   }
-  auto hv = validate_against_hardware(r.cluster.profile, w, p);
+  auto hv = validate_against_cluster(r.cluster, w, p);
   violations.insert(violations.end(), hv.begin(), hv.end());
   return r;
 }

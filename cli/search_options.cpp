@@ -316,6 +316,16 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   nlohmann::json j;
   j["model"] = s.model.name;
   j["cluster"] = {{"profile", s.cluster.profile.name}, {"gpus", s.cluster.num_gpus}};
+  if (s.cluster.heterogeneous()) {
+    // `profile` is the first group's; the groups say what the plans run on.
+    j["cluster"]["file"] = s.cluster.file;
+    j["cluster"]["groups"] = nlohmann::json::array();
+    for (int g = 0; g < s.cluster.groups_used(); ++g)
+      j["cluster"]["groups"].push_back(
+          {{"profile", s.cluster.groups[static_cast<size_t>(g)].profile.name},
+           {"first_rank", s.cluster.group_first_rank(g)},
+           {"gpus", s.cluster.group_first_rank(g + 1) - s.cluster.group_first_rank(g)}});
+  }
   j["workload"] = {
       {"seq", s.workload.seq_len}, {"gbs", s.workload.global_batch}, {"precision", f.precision}};
   if (s.space.gbs.size() > 1) {

@@ -376,18 +376,28 @@ HardwareProfile load_profile_file(const std::string& path) {
   return profile_from_yaml(load_yaml_file(path), path);
 }
 
-Cluster load_cluster_file(const std::string& path,
-                          std::string (*resolve_profile)(const std::string&)) {
-  YAML::Node root = load_yaml_file(path);
-  YamlMap y(root, path, "");
-  std::string prof = y.get_string("profile");
-  int64_t nodes = y.get_int("nodes");
-  auto gpus = y.opt_int("gpus");
-  y.allow("name");
-  y.allow("description");
-  Cluster c;
+int Cluster::groups_used() const {
+  int used = 0;
+  for (int g = 0; g < static_cast<int>(groups.size()) && group_first_rank(g) < num_gpus; ++g)
+    used = g + 1;
+  return used;
+}
+
+int Cluster::group_first_rank(int g) const {
+  int64_t r = 0;
+  for (int k = 0; k < g && k < static_cast<int>(groups.size()); ++k)
+    r += int64_t{groups[static_cast<size_t>(k)].nodes} *
+         groups[static_cast<size_t>(k)].profile.node.gpus_per_node;
+  return static_cast<int>(std::min<int64_t>(r, num_gpus));
+}
+
+namespace {
+
+HardwareProfile profile_named_in(YamlMap& y, const std::string& path,
+                                 std::string (*resolve_profile)(const std::string&)) {
+  const std::string prof = y.get_string("profile");
   try {
-    c.profile = load_profile_file(resolve_profile(prof));
+    return load_profile_file(resolve_profile(prof));
   } catch (const InputError& e) {
     if (e.location().file.empty() || e.location().line == 0) {
       // The profile name itself was not found: point at this file's `profile:` line.
@@ -397,6 +407,55 @@ Cluster load_cluster_file(const std::string& path,
     throw InputError(e.location(), e.field(),
                      fmt::format("{} (profile named at {})", e.reason(), ref.to_string()));
   }
+}
+
+}  // namespace
+
+Cluster load_cluster_file(const std::string& path,
+                          std::string (*resolve_profile)(const std::string&)) {
+  YAML::Node root = load_yaml_file(path);
+  YamlMap y(root, path, "");
+  y.allow("name");
+  y.allow("description");
+  Cluster c;
+  int64_t total = 0;
+  if (y.node().IsMap() && y.node()["groups"].IsDefined()) {
+    // Device groups: [{profile, nodes}, ...] instead of one profile and a node count.
+    if (y.node()["profile"].IsDefined() || y.node()["nodes"].IsDefined())
+      y.fail("groups", "give either groups (heterogeneous nodes) or profile and nodes, not both");
+    const YAML::Node list = y.child("groups");
+    if (!list.IsSequence() || list.size() == 0)
+      y.fail("groups", "expected a list of {profile, nodes} entries");
+    if (list.size() > static_cast<size_t>(kMaxDeviceGroups))
+      y.fail("groups", fmt::format("at most {} device groups are modelled, {} given",
+                                   kMaxDeviceGroups, list.size()));
+    for (size_t k = 0; k < list.size(); ++k) {
+      const std::string field = fmt::format("groups[{}]", k);
+      if (!list[k].IsMap())
+        throw InputError(location_of(list[k], path), field, "expected a map {profile, nodes}");
+      YamlMap g(list[k], path, field);
+      g.allow("name");
+      DeviceGroup d;
+      d.profile = profile_named_in(g, path, resolve_profile);
+      const int64_t nodes = g.get_int("nodes");
+      if (nodes > 1000000) g.fail("nodes", "at most 1,000,000 nodes per group are modelled");
+      d.nodes = static_cast<int>(nodes);
+      g.finish();
+      const int gpn = d.profile.node.gpus_per_node;
+      if (!c.groups.empty() && gpn != c.groups.front().profile.node.gpus_per_node)
+        g.fail("profile", fmt::format("{} has {} GPUs per node, the first group's {} has {}: the "
+                                      "groups of one cluster must have the same GPUs per node",
+                                      d.profile.name, gpn, c.groups.front().profile.name,
+                                      c.groups.front().profile.node.gpus_per_node));
+      total += nodes * gpn;
+      c.groups.push_back(std::move(d));
+    }
+    c.profile = c.groups.front().profile;
+  } else {
+    c.profile = profile_named_in(y, path, resolve_profile);
+    total = y.get_int("nodes") * c.profile.node.gpus_per_node;
+  }
+  auto gpus = y.opt_int("gpus");
   {
     ClusterServices sv = default_services(c.profile);
     read_services(y, sv);
@@ -404,10 +463,14 @@ Cluster load_cluster_file(const std::string& path,
       c.services = sv;
   }
   y.finish();
-  const int64_t total = nodes * c.profile.node.gpus_per_node;
+  if (total > (int64_t{1} << 30))
+    y.fail(c.groups.empty() ? "nodes" : "groups", "more than 2^30 GPUs");
   if (gpus && *gpus > total)
-    y.fail("gpus", fmt::format("{} GPUs do not fit on {} nodes of {}", *gpus, nodes,
-                               c.profile.node.gpus_per_node));
+    y.fail("gpus",
+           c.groups.empty()
+               ? fmt::format("{} GPUs do not fit on {} nodes of {}", *gpus,
+                             total / c.profile.node.gpus_per_node, c.profile.node.gpus_per_node)
+               : fmt::format("{} GPUs do not fit on the groups' {} GPUs", *gpus, total));
   c.num_gpus = static_cast<int>(gpus.value_or(total));
   c.file = path;
   return c;

@@ -236,13 +236,33 @@ struct ClusterServices {
 // The built-in defaults with their sources, then the profile's storage and reliability.
 ClusterServices default_services(const HardwareProfile& hw);
 
+// Nodes of one kind in a heterogeneous cluster (two GPU generations in one job): `nodes` nodes
+// of `profile`. Ranks fill the groups in the cluster YAML's order, group by group.
+struct DeviceGroup {
+  HardwareProfile profile;
+  int nodes = 0;
+};
+inline constexpr int kMaxDeviceGroups = 8;
+
 struct Cluster {
+  // A homogeneous cluster's hardware; with device groups, the first group's (the hardware of
+  // anything not priced per pipeline stage: storage and restart defaults, the topology's
+  // switches).
   HardwareProfile profile;
   int num_gpus = 0;
+  bool heterogeneous() const { return groups.size() > 1; }
+  // The groups the job's num_gpus ranks use (the first ones, in order).
+  int groups_used() const;
+  // The first rank of group g (g == groups_used(): num_gpus).
+  int group_first_rank(int g) const;
   std::string file;  // the cluster YAML, when given as one
   // Storage, failures, restarts, data loading as the cluster YAML or flags set them; absent =
   // default_services(profile) (read them through services_of()).
   std::optional<ClusterServices> services;
+  // Device groups (cluster YAML `groups:`), all with the same GPUs per node; empty or one for a
+  // homogeneous cluster. Pipeline stages are assigned to groups by rank (stage_device_group in
+  // core/plan.h); each stage's compute and communication are priced on its group's profile.
+  std::vector<DeviceGroup> groups;
   int nodes() const {
     const int g = profile.node.gpus_per_node;
     return (num_gpus + g - 1) / g;

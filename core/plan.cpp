@@ -6,6 +6,8 @@
 #include <deque>
 #include <mutex>
 
+#include "core/units.h"
+
 namespace dtplan {
 
 const char* to_string(Fp8Recipe r) {
@@ -194,6 +196,59 @@ std::vector<Violation> validate_against_hardware(const HardwareProfile& hw, cons
     v.push_back({"--precision", fmt::format("{} has no {} tensor-core peak in profile {} (its "
                                             "datasheet lists none)",
                                             hw.gpu.name, to_string(w.precision), hw.name)});
+  return v;
+}
+
+int stage_device_group(const Cluster& c, const Plan& p, int stage) {
+  if (!c.heterogeneous()) return 0;
+  if (pp_inside_dp(p.rank_order) || p.pp < 1 || c.num_gpus % p.pp != 0) return -1;
+  // pp outermost: stage s holds ranks [s * n / pp, (s + 1) * n / pp).
+  const int64_t per_stage = c.num_gpus / p.pp;
+  const int64_t first = stage * per_stage, last = first + per_stage - 1;
+  for (int g = 0; g < c.groups_used(); ++g) {
+    const int64_t lo = c.group_first_rank(g), hi = c.group_first_rank(g + 1);
+    if (first >= lo && first < hi) return last < hi ? g : -1;
+  }
+  return -1;
+}
+
+double stage_memory_capacity_bytes(const Cluster& c, const Plan& p, int stage) {
+  const int g = stage_device_group(c, p, stage);
+  const HardwareProfile& hw =
+      c.heterogeneous() && g >= 0 ? c.groups[static_cast<size_t>(g)].profile : c.profile;
+  return hw.gpu.memory_gib * units::kGiB;
+}
+
+std::vector<Violation> validate_against_cluster(const Cluster& c, const Workload& w,
+                                                const Plan& p) {
+  if (!c.heterogeneous()) return validate_against_hardware(c.profile, w, p);
+  std::vector<Violation> v;
+  for (int g = 0; g < c.groups_used(); ++g)
+    for (Violation& x : validate_against_hardware(c.groups[static_cast<size_t>(g)].profile, w, p))
+      v.push_back(std::move(x));
+  if (c.groups_used() < 2) return v;
+  if (pp_inside_dp(p.rank_order)) {
+    v.push_back({"--rank-order",
+                 fmt::format("{} numbers pipeline stages inside data-parallel replicas, so every "
+                             "stage spans all device groups; a heterogeneous cluster needs "
+                             "tp-cp-ep-dp-pp (pp outermost)",
+                             to_string(p.rank_order))});
+    return v;
+  }
+  if (p.pp < 1 || c.num_gpus % p.pp != 0) return v;  // validate_plan says why
+  const int per_stage = c.num_gpus / p.pp;
+  for (int s = 0; s < p.pp; ++s)
+    if (stage_device_group(c, p, s) < 0) {
+      std::string bounds;
+      for (int g = 1; g < c.groups_used(); ++g)
+        bounds += fmt::format("{}{}", g > 1 ? ", " : "", c.group_first_rank(g));
+      v.push_back(
+          {"--pp", fmt::format("pipeline stage {} (ranks {}-{}) spans two device groups; "
+                               "every stage must lie inside one group: choose pp so that "
+                               "the groups' first ranks ({}) are multiples of {} / pp",
+                               s, s * per_stage, (s + 1) * per_stage - 1, bounds, c.num_gpus)});
+      break;
+    }
   return v;
 }
 

@@ -132,6 +132,16 @@ struct Violation {
 std::vector<Violation> validate_against_hardware(const HardwareProfile& hw, const Workload& w,
                                                  const Plan& p);
 
+// A heterogeneous cluster's device group that holds pipeline stage `stage`'s ranks, or -1 when
+// they span two groups (or the rank order does not keep the stages in contiguous rank blocks);
+// 0 for a homogeneous cluster.
+int stage_device_group(const Cluster& c, const Plan& p, int stage);
+// The GPU memory of stage `stage`'s device group (the cluster's GPU without groups).
+double stage_memory_capacity_bytes(const Cluster& c, const Plan& p, int stage);
+// The hardware checks on every device group the plan uses, and, with several groups, that every
+// pipeline stage lies inside one group (ranks fill the groups in order; pp outermost).
+std::vector<Violation> validate_against_cluster(const Cluster& c, const Workload& w, const Plan& p);
+
 // Checks the plan against the model, the GPU count and the workload. Empty = valid.
 // Whether `layers` split into `chunks` pipeline chunks with ceil(layers/chunks) in every middle
 // chunk leaves at least one layer each for the first and last (the uneven split, uneven_pp).

@@ -38,6 +38,8 @@ const char* describe(Rejection r) {
       return "does not fit in memory (with activations)";
     case Rejection::kCannotBeatTopK:
       return "fits, but cannot enter the top K or the Pareto front (floor)";
+    case Rejection::kDeviceGroups:
+      return "a pipeline stage spans two device groups (heterogeneous cluster)";
     case Rejection::kInvalid:
       return "other validation failure";
   }
@@ -207,7 +209,18 @@ double objective_value(const Estimate& e, Objective o, const Cluster& c, double 
     case Objective::kStepTime:
       return e.step_time_s / per;
     case Objective::kCost: {
-      const double price = c.profile.usd_per_gpu_hour.value_or(1.0);  // GPU-hours when unpriced
+      double price = c.profile.usd_per_gpu_hour.value_or(1.0);  // GPU-hours when unpriced
+      if (c.heterogeneous()) {
+        // The mean price of the job's GPUs; GPU-hours unless every group has a price.
+        double sum = 0;
+        bool priced = true;
+        for (int g = 0; g < c.groups_used(); ++g) {
+          const auto& u = c.groups[static_cast<size_t>(g)].profile.usd_per_gpu_hour;
+          priced = priced && u.has_value();
+          sum += (c.group_first_rank(g + 1) - c.group_first_rank(g)) * u.value_or(1.0);
+        }
+        price = priced ? sum / c.num_gpus : 1.0;
+      }
       return e.step_time_s * c.num_gpus * price / 3600.0 / per;
     }
     case Objective::kMfu:
@@ -223,8 +236,21 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
                     const IEvaluator& evaluator) {
   const auto start = std::chrono::steady_clock::now();
   const int n = c.num_gpus;
-  const int domain = std::max(1, c.profile.node.placement_domain_gpus());
-  const double budget = c.profile.gpu.memory_gib * units::kGiB * (1.0 - opt.memory_margin);
+  // With device groups: TP must fit every group's NVLink domain; the memory budget is each
+  // stage's own GPU's (the estimate's memory_capacity_bytes), and the parameter-state gate
+  // refuses only what no group's GPU could hold.
+  const bool hetero = c.heterogeneous();
+  int domain = std::max(1, c.profile.node.placement_domain_gpus());
+  double largest_gib = c.profile.gpu.memory_gib;
+  for (int g = 0; hetero && g < c.groups_used(); ++g) {
+    const HardwareProfile& gp = c.groups[static_cast<size_t>(g)].profile;
+    domain = std::min(domain, std::max(1, gp.node.placement_domain_gpus()));
+    largest_gib = std::max(largest_gib, gp.gpu.memory_gib);
+  }
+  const double budget = largest_gib * units::kGiB * (1.0 - opt.memory_margin);
+  auto budget_of = [&](const Estimate& e) {
+    return hetero ? e.memory_capacity_bytes * (1.0 - opt.memory_margin) : budget;
+  };
   const int top_k = std::max(1, opt.top_k);
   SearchResult result;
 
@@ -280,7 +306,9 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     schedule_pool.emplace_back(s);
   static const ScheduleName kOneFOneB("1f1b");
   // The training precision must have a tensor-core peak: one check for the whole search.
-  const std::vector<Violation> hw_violations = validate_against_hardware(c.profile, w, Plan{});
+  std::vector<Violation> hw_violations = validate_against_hardware(c.profile, w, Plan{});
+  for (int g = 1; hetero && g < c.groups_used() && hw_violations.empty(); ++g)
+    hw_violations = validate_against_hardware(c.groups[static_cast<size_t>(g)].profile, w, Plan{});
   const ParamCounts counts = count_params(m);
 
   auto run_layout = [&](const Layout& L, Worker& wk) {
@@ -311,6 +339,13 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     // last stages), only without interleaving.
     const bool uneven = L.pp > 2 && m.layers % L.pp != 0;
     const bool cross_node = L.tp > domain && !opt.allow_cross_node_tp;
+    // A heterogeneous cluster: every stage inside one device group (depends on pp alone).
+    std::string spans;
+    if (hetero) {
+      Plan q = layout_plan(L, false);
+      for (const Violation& v : validate_against_cluster(c, w, q))
+        if (v.flag != "--precision") spans = v.reason;
+    }
 
     Plan p = layout_plan(L, sp);
     std::vector<const ScheduleName*> schedules;
@@ -435,6 +470,11 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
             wk.reject(Rejection::kInvalid, per_zero, [&] { return hw_violations.front().reason; });
             continue;
           }
+          if (!spans.empty()) {
+            wk.reject(Rejection::kDeviceGroups, per_zero,
+                      [&] { return fmt::format("PP{}: {}", L.pp, spans); });
+            continue;
+          }
           // Validated once per (vpp, zero) for every global batch: the inner values (schedule,
           // recomputation, micro-batch, batch) are valid by construction: schedules accept the
           // chunks, micro-batches divide the batch per data-parallel replica.
@@ -503,7 +543,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
               // The memory check ahead of the estimate serves the pruning; without it the
               // estimate's own memory decides (the same number), at no extra cost.
               if (const std::optional<double> peak =
-                      opt.prune ? evaluator.peak_memory(m, c, wl, p) : std::nullopt) {
+                      opt.prune && !hetero ? evaluator.peak_memory(m, c, wl, p) : std::nullopt) {
                 const double mem = *peak;
                 if (mem > budget) {
                   wk.reject(Rejection::kMemory, 1, [&] {
@@ -552,10 +592,10 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
               const Estimate est = evaluator.evaluate(m, c, wl, p);
               ++wk.evaluated;
               const double mem = est.memory_peak.total_bytes();
-              if (mem > budget) {
+              if (mem > budget_of(est)) {
                 wk.reject(Rejection::kMemory, 1, [&] {
                   return fmt::format("{}: {:.1f} GiB > {:.1f} GiB", p.describe(), mem / units::kGiB,
-                                     budget / units::kGiB);
+                                     budget_of(est) / units::kGiB);
                 });
                 continue;
               }
@@ -576,6 +616,8 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     constexpr double kNone = std::numeric_limits<double>::infinity();
     if (L.tp > domain && !opt.allow_cross_node_tp) return kNone;
     Plan p = layout_plan(L, space.sp.value_or(L.tp > 1) && L.tp > 1);
+    for (int s = 0; hetero && s < p.pp; ++s)
+      if (stage_device_group(c, p, s) < 0) return kNone;
     p.vpp = 1;
     for (int v = L.pp > 1 ? 1 : 9; v <= 8; ++v)  // the first vpp the layout takes
       if (m.layers % (L.pp * v) == 0 && allowed(space.vpp, v)) {

@@ -63,9 +63,10 @@ enum class Rejection {
   kMemoryStates,    // weights + grads + optimizer alone exceed the budget (whole sub-space)
   kMemory,          // does not fit with activations
   kCannotBeatTopK,  // fits, but its floor is behind the current K-th best and Pareto front
+  kDeviceGroups,    // a pipeline stage spans two device groups (heterogeneous cluster)
   kInvalid,         // any other validation failure
 };
-inline constexpr int kNumRejections = 8;
+inline constexpr int kNumRejections = 9;
 const char* describe(Rejection r);
 
 struct Candidate {

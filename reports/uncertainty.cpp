@@ -10,7 +10,18 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
                            const std::vector<std::string>& calibration_flags,
                            const ErrorBandTable* table) {
   Uncertainty u;
-  const HardwareProfile& hw = c.profile;
+  // With device groups, the band of the group that holds the busiest stage (it sets the step).
+  const int busiest_group = c.heterogeneous() ? stage_device_group(c, p, e.busiest_stage) : -1;
+  const HardwareProfile& hw =
+      busiest_group >= 0 ? c.groups[static_cast<size_t>(busiest_group)].profile : c.profile;
+  if (c.heterogeneous())
+    u.warnings.push_back(
+        {"heterogeneous-cluster",
+         fmt::format("no published run in dtplan's record mixes device groups: the band is that "
+                     "of the busiest stage's group ({}), and the composition across groups (each "
+                     "stage priced on its group, every pipeline send at the slowest group's "
+                     "rate) is not validated against a measured run",
+                     hw.name)});
   if (hw.efficiency.status == "initial" && hw.calibration.empty())
     u.warnings.push_back(
         {"profile-not-fitted",

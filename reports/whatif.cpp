@@ -390,6 +390,11 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
                                            : s.where,
                        fmt::format("scenario '{}'", s.name), e.reason());
     }
+    if (cluster.heterogeneous())
+      throw InputError(s.cluster_at, fmt::format("scenario '{}'", s.name),
+                       "a cluster with device groups: what-if studies vary one cluster's "
+                       "hardware and take homogeneous clusters only (estimate, search and "
+                       "simulate take heterogeneous ones)");
     HardwareProfile& hw = cluster.profile;
     if (s.nic_gbps) hw.scale_out.nic_gbps = *s.nic_gbps;
     if (s.nvlink_gbps) hw.node.nvlink_gbps_per_direction = *s.nvlink_gbps;

@@ -99,15 +99,133 @@ const DpStage& dp_stage_of(StageTimes& st, const ModelSpec& m, const Plan& p, in
   return stages[static_cast<size_t>(rank)];
 }
 
+// Where each pipeline stage's costs come from: the one StageTimes of a homogeneous cluster; with
+// device groups, the stage loop of the group the stage lies in (priced on that group's profile
+// through its own cache), while the estimate's StageTimes holds the combined per-stage times the
+// pipeline is composed from.
+struct StageSources {
+  int n = 1;
+  std::array<StageTimes*, kMaxDeviceGroups> st;
+  std::array<const HardwareProfile*, kMaxDeviceGroups> hw;
+  std::array<uint8_t, kMaxStages> group;  // written when n > 1
+  int of(int i) const { return n == 1 ? 0 : group[static_cast<size_t>(i)]; }
+};
+
+// Each stage's device group (stage_device_group), or an InputError when one spans two.
+void assign_groups(StageSources& src, const Cluster& c, const Plan& p, int pp) {
+  src.n = c.groups_used();
+  for (int i = 0; i < pp; ++i) {
+    const int g = stage_device_group(c, p, i);
+    if (g < 0) {
+      const auto v = validate_against_cluster(c, Workload{}, p);
+      throw InputError({}, v.empty() ? "--pp" : v.back().flag,
+                       v.empty() ? "a pipeline stage spans two device groups" : v.back().reason);
+    }
+    src.group[static_cast<size_t>(i)] = static_cast<uint8_t>(g);
+  }
+}
+
+// With device groups: every group's stage loop, and `st`'s per-stage times and breakdown taken
+// from the group each stage lies in. Pipeline sends are priced at the slowest group's rate (a
+// send between two groups crosses both groups' NICs; one rate for every send is what the
+// schedules' time() takes). The distinct ranks are each group's, plus each group's first stage.
+void combine_groups(StageTimes& st, StageSources& src, const ModelSpec& m, const Cluster& c,
+                    const Workload& w, const Plan& p, StepCosts* detail) {
+  EstimatorCache::Impl& ci = *st.memo;
+  const int pp = st.pp;
+  assign_groups(src, c, p, pp);
+  std::vector<StepCosts> gd(detail ? static_cast<size_t>(src.n) : 0);
+  double t_max = 0;
+  for (int g = 0; g < src.n; ++g) {
+    const auto gi = static_cast<size_t>(g);
+    const Cluster& gc = *ci.group_clusters[gi];
+    src.hw[gi] = &gc.profile;
+    src.st[gi] = &prepare(nullptr, m, gc, w, p, ci.group_caches[gi].get(), true);
+    run_stages(*src.st[gi], gc.profile, p, detail ? &gd[gi] : nullptr);
+    t_max = std::max(t_max, src.st[gi]->t_p2p);
+  }
+  st.t_p2p = t_max;
+  st.n_distinct = 0;
+  int busiest = 0;
+  double busiest_t = -1;
+  for (int i = 0; i < pp; ++i) {
+    const auto si = static_cast<size_t>(i);
+    const int g = src.of(i);
+    const StageTimes& s = *src.st[static_cast<size_t>(g)];
+    const double hops = pp > 1 ? pipeline_exchanges_per_pass(i, pp, p.vpp) : 0;
+    st.f[si] = s.f[si] + hops * (t_max - s.t_p2p);
+    st.b[si] = s.b[si] + hops * (t_max - s.t_p2p);
+    st.wg[si] = s.wg[si];
+    st.compute[si] = s.compute[si];
+    st.recompute[si] = s.recompute[si];
+    st.overhead[si] = s.overhead[si];
+    const bool starts_group = i == 0 || src.of(i - 1) != g;
+    const bool distinct_in_group = std::find(s.distinct.begin(), s.distinct.begin() + s.n_distinct,
+                                             i) != s.distinct.begin() + s.n_distinct;
+    if (starts_group || distinct_in_group) st.distinct[static_cast<size_t>(st.n_distinct++)] = i;
+    const double t = st.f[si] + st.b[si] + st.wg[si];
+    if (t > busiest_t) {
+      busiest_t = t;
+      busiest = i;
+    }
+    if (detail) {
+      if (detail->exposed_tp_cp_ep.size() != static_cast<size_t>(pp))
+        detail->exposed_tp_cp_ep.assign(static_cast<size_t>(pp), {});
+      detail->exposed_tp_cp_ep[si] = gd[static_cast<size_t>(g)].exposed_tp_cp_ep[si];
+    }
+  }
+  const auto bi = static_cast<size_t>(busiest);
+  st.busiest = busiest;
+  st.busiest_t = busiest_t;
+  st.busiest_comm = stage_comm(*src.st[static_cast<size_t>(src.of(busiest))], p, busiest, t_max);
+  st.busiest_compute = st.compute[bi];
+  st.busiest_recompute = st.recompute[bi];
+  st.busiest_overhead = st.overhead[bi];
+}
+
+// With device groups: the memory of every stage against its group's GPU; the peak is the stage
+// fullest for its GPU, `capacity` that GPU's memory.
+void group_memory(MemoryPeak& out, double& capacity, const StageTimes& st, const StageSources& src,
+                  const Cluster& c, const ModelSpec& m, const Workload& w, const Plan& p,
+                  const IPipelineSchedule* sched) {
+  double worst = -1;
+  for (int i = 0; i < st.pp; ++i) {
+    const StageMemory s = stage_memory(m, w, p, *sched, i, *st.counts, st.costs->activations,
+                                       st.layers[static_cast<size_t>(i)]);
+    const double cap =
+        c.groups[static_cast<size_t>(src.of(i))].profile.gpu.memory_gib * units::kGiB;
+    if (i == 0) out.first = s;
+    if (i == st.pp - 1) out.last = s;
+    if (s.total_bytes() / cap > worst) {
+      worst = s.total_bytes() / cap;
+      out.peak = s;
+      out.peak_stage = i;
+      out.peak_bytes = s.total_bytes();
+      capacity = cap;
+    }
+  }
+}
+
 }  // namespace
 
 Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                   const EstimatorOptions& opt, EstimatorCache* cache, StepCosts* detail) {
   const HardwareProfile& hw = c.profile;
+  if (c.heterogeneous() && !cache) {
+    // Device groups are priced through per-group caches.
+    EstimatorCache own;
+    return estimate(m, c, w, p, opt, &own, detail);
+  }
   Estimate e;
   alignas(StageTimes) unsigned char local[sizeof(StageTimes)];  // used without a cache only
   StageTimes& st = prepare(local, m, c, w, p, cache ? cache->impl_.get() : nullptr, true);
-  run_stages(st, hw, p, detail);
+  StageSources src;
+  src.st[0] = &st;
+  src.hw[0] = &hw;
+  if (c.heterogeneous())
+    combine_groups(st, src, m, c, w, p, detail);
+  else
+    run_stages(st, hw, p, detail);
   const int pp = st.pp;
   const int mb = st.mb;
   e.microbatches = mb;
@@ -136,8 +254,12 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   // Data-parallel communication per rank (dp_cost.h); the step waits for the rank that
   // exposes the most.
   const double grad_bytes = grad_bytes_per_param(p, w.precision);
-  DpPricer pricer{&st, &hw, {}, 0, 0};
-  DpStage own_dp;  // without a cache
+  std::array<DpPricer, kMaxDeviceGroups> pricers;  // per device group
+  for (int g = 0; g < src.n; ++g)
+    pricers[static_cast<size_t>(g)] = {
+        src.st[static_cast<size_t>(g)], src.hw[static_cast<size_t>(g)], {}, 0, 0};
+  double group_optimizer_s = 0;  // with device groups: the slowest stage's optimizer step
+  DpStage own_dp;                // without a cache
   ParamsOnRank busiest_prm;
   // The step waits for two ranks' reductions: the one whose reductions during the step (ZeRO-2's
   // per-micro-batch reduce-scatters, ZeRO-3's gathers) expose the most, which delays the whole
@@ -182,8 +304,12 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   for (int k = 0; k < st.n_distinct; ++k) {
     const int i = st.distinct[static_cast<size_t>(k)];
     const auto si = static_cast<size_t>(i);
-    const DpStage& ds = dp_stage_of(st, m, p, i, grad_bytes, pricer, own_dp);
+    const auto gi = static_cast<size_t>(src.of(i));
+    const DpStage& ds = dp_stage_of(*src.st[gi], m, p, i, grad_bytes, pricers[gi], own_dp);
     if (i == busiest) busiest_prm = ds.prm;  // the busiest rank is always a distinct one
+    if (src.n > 1)
+      group_optimizer_s =
+          std::max(group_optimizer_s, optimizer_step_s(*src.hw[gi], w.precision, p, ds.prm));
     const double slack = pipe.total_s - st.rank_end[si];
     const DpCost dc = consider(i, i, ds, slack);
     const int run_end = (k + 1 < st.n_distinct ? st.distinct[static_cast<size_t>(k + 1)] : pp) - 1;
@@ -233,12 +359,17 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     g.nodes = 2;
     g.node_gpus_busy = 1;
     const double bytes = static_cast<double>(m.vocab) * m.hidden / p.tp * grad_bytes;
-    const double t = price_collective(st, hw, CollectiveOp::kAllReduce, bytes, g);
+    double t = 0;  // between the first and the last stage's groups: the slower
+    for (int i : {0, pp - 1}) {
+      const auto gi = static_cast<size_t>(src.of(i));
+      t = std::max(t,
+                   price_collective(*src.st[gi], *src.hw[gi], CollectiveOp::kAllReduce, bytes, g));
+    }
     comm.charge(dp_dim, t, t, bytes);
   }
   const double exposed_dp = comm[dp_dim].exposed_s;
 
-  e.optimizer_s = optimizer_step_s(hw, w.precision, p, busiest_prm);
+  e.optimizer_s = src.n > 1 ? group_optimizer_s : optimizer_step_s(hw, w.precision, p, busiest_prm);
 
   // Breakdown of the busiest rank's time.
   e.busiest_stage = busiest;
@@ -276,7 +407,14 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     fl = step_flops(m, *st.counts, w, p, opt.flops);
   }
   const double n = c.num_gpus;
-  const double peak = hw.gpu.peak_flops(w.precision);
+  double peak = hw.gpu.peak_flops(w.precision);
+  if (src.n > 1) {  // the mean peak of the job's GPUs
+    double sum = 0;
+    for (int g = 0; g < src.n; ++g)
+      sum += (c.group_first_rank(g + 1) - c.group_first_rank(g)) *
+             c.groups[static_cast<size_t>(g)].profile.gpu.peak_flops(w.precision);
+    peak = sum / n;
+  }
   const double tokens = static_cast<double>(w.global_batch) * w.seq_len;
   e.model_flops = fl.model;
   e.hardware_flops = fl.model + fl.recompute;
@@ -292,7 +430,9 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
 
   e.memory_capacity_bytes = hw.gpu.memory_gib * units::kGiB;
   alignas(MemoryPeak) unsigned char mem_local[sizeof(MemoryPeak)];
-  const MemoryPeak& mem = memory_of(st, mem_local, m, w, p, sched);
+  MemoryPeak groups_mem;
+  if (src.n > 1) group_memory(groups_mem, e.memory_capacity_bytes, st, src, c, m, w, p, sched);
+  const MemoryPeak& mem = src.n > 1 ? groups_mem : memory_of(st, mem_local, m, w, p, sched);
   e.memory_first = mem.first;
   e.memory_last = mem.last;
   e.memory_peak = mem.peak;
@@ -305,6 +445,14 @@ double peak_memory_bytes(const ModelSpec& m, const Cluster& c, const Workload& w
                          EstimatorCache* cache) {
   alignas(StageTimes) unsigned char local[sizeof(StageTimes)];  // used without a cache only
   StageTimes& st = prepare(local, m, c, w, p, cache ? cache->impl_.get() : nullptr, false);
+  if (c.heterogeneous()) {
+    StageSources src;
+    assign_groups(src, c, p, st.pp);
+    MemoryPeak mem;
+    double capacity = 0;
+    group_memory(mem, capacity, st, src, c, m, w, p, schedule_of(st, p));
+    return mem.peak.total_bytes();
+  }
   alignas(MemoryPeak) unsigned char mem_local[sizeof(MemoryPeak)];
   return memory_of(st, mem_local, m, w, p, schedule_of(st, p)).peak.total_bytes();
 }
@@ -314,11 +462,24 @@ double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, 
   // step = pipeline + exposed DP communication (>= 0) + optimizer (memory time >= 0 plus the
   // fixed host floor below); the pipeline time does not depend on the ZeRO stage. The sums are
   // the estimate's own, in its order, and rounding is monotone, so the floor never exceeds it.
+  if (c.heterogeneous() && !cache) {
+    EstimatorCache own;
+    return step_time_floor(m, c, w, p, &own);
+  }
   alignas(StageTimes) unsigned char local[sizeof(StageTimes)];  // used without a cache only
   StageTimes& st = prepare(local, m, c, w, p, cache ? cache->impl_.get() : nullptr, true);
-  run_stages(st, c.profile, p, nullptr);
+  double host_floor = optimizer_host_floor_s(c.profile);
+  if (c.heterogeneous()) {
+    // The estimate's optimizer step is its slowest stage's, never under any group's floor.
+    StageSources src;
+    combine_groups(st, src, m, c, w, p, nullptr);
+    for (int g = 0; g < src.n; ++g)
+      host_floor = std::min(host_floor, optimizer_host_floor_s(*src.hw[static_cast<size_t>(g)]));
+  } else {
+    run_stages(st, c.profile, p, nullptr);
+  }
   const PipelineTime pipe = pipeline_time(st, schedule_of(st, p), p);
-  return pipe.total_s + optimizer_host_floor_s(c.profile);
+  return pipe.total_s + host_floor;
 }
 
 std::vector<StageMemory> all_stage_memory(const ModelSpec& m, const Workload& w, const Plan& p) {

@@ -85,6 +85,8 @@ struct StageTimes {
   CommLedger busiest_comm;  // the busiest rank's communication per micro-batch
   double busiest_compute, busiest_recompute, busiest_overhead;
   std::array<double, kMaxStages> f, b, wg;
+  // Per rank and micro-batch: compute, recomputation and host overhead (the breakdown's parts).
+  std::array<double, kMaxStages> compute, recompute, overhead;
   // Filled by pipeline_time when asked: when each rank's last task ends and its last
   // weight-gradient task starts (the schedule's, PipelineInput).
   std::array<double, kMaxStages> rank_end, rank_grad_start;
@@ -256,7 +258,23 @@ struct EstimatorCache::Impl {
   static constexpr size_t kSlots = 512;
   std::array<Slot, kSlots> front{};
 
+  // A heterogeneous cluster's device groups, each as a homogeneous cluster of the job's size
+  // with its own cache: a stage's costs come from its group's (estimator.cpp).
+  std::vector<std::unique_ptr<Cluster>> group_clusters;
+  std::vector<std::unique_ptr<Impl>> group_caches;
+
   void reset(const ModelSpec& m, const Cluster& c, const Workload& w) {
+    group_clusters.clear();
+    group_caches.clear();
+    if (c.heterogeneous())
+      for (int g = 0; g < c.groups_used(); ++g) {
+        auto gc = std::make_unique<Cluster>();
+        gc->profile = c.groups[static_cast<size_t>(g)].profile;
+        gc->num_gpus = c.num_gpus;
+        gc->services = c.services;
+        group_clusters.push_back(std::move(gc));
+        group_caches.push_back(std::make_unique<Impl>());
+      }
     layers.clear();
     collectives.clear();
     counts = count_params(m);
@@ -370,6 +388,8 @@ PipelineTime pipeline_time(StageTimes& st, const IPipelineSchedule* sched, const
 // asks for a plan's memory, then for its estimate).
 const MemoryPeak& memory_of(StageTimes& st, void* local, const ModelSpec& m, const Workload& w,
                             const Plan& p, const IPipelineSchedule* sched);
+// Rank i's communication per micro-batch (TP/CP/EP from its layers, pipeline sends at `t_p2p`).
+CommLedger stage_comm(const StageTimes& st, const Plan& p, int i, double t_p2p);
 // A collective's time through the cache when there is one.
 double price_collective(const StageTimes& st, const HardwareProfile& hw, CollectiveOp op,
                         double bytes, const GroupPlacement& g);

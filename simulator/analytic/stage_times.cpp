@@ -72,6 +72,43 @@ StageTimes& prepare(void* local, const ModelSpec& m, const Cluster& c, const Wor
   return st;
 }
 
+// Rank i's communication per micro-batch: every collective counted once with its exposed part
+// and bytes (a LayerCost's exposed parts are within its totals, so the sums are too), charged
+// into a ledger; pipeline sends at `t_p2p` each.
+CommLedger stage_comm(const StageTimes& st, const Plan& p, int i, double t_p2p) {
+  const int pp = st.pp;
+  const LayerCost& dense = st.costs->dense;
+  const LayerCost& moe = st.costs->moe;
+  const LayerCost& emb = st.costs->emb;
+  const LayerCost& head = st.costs->head;
+  const double emb_r = 1, head_r = 1;  // as in the stage loop
+  const RankLayers l = st.layers[i];
+  const RankLayers rl = recomputed_layers(p, l);
+  std::array<double, kCommDims> time{}, exposed{}, bytes{};
+  auto add = [&](const LayerCost& lc, double n, double nr) {
+    for (int d = 0; d < kCommDims; ++d) {
+      time[d] += n * lc.comm_time[d] + nr * lc.comm_time_r[d];
+      exposed[d] += n * lc.exposed[d] + nr * lc.exposed_r[d];
+      bytes[d] += n * lc.volume[d] + nr * lc.volume_r[d];
+    }
+  };
+  add(dense, l.dense, rl.dense);
+  add(moe, l.moe, rl.moe);
+  if (i == 0) add(emb, 1, emb_r);
+  if (i == pp - 1) add(head, 1, head_r);
+  if (pp > 1) {
+    // Each micro-batch sends an activation and a gradient per chunk boundary; the rank
+    // waits for the exchanges its schedule blocks on.
+    const int d = static_cast<int>(CommDim::kPP);
+    time[d] += 2.0 * p.vpp * t_p2p;
+    exposed[d] += 2 * pipeline_exchanges_per_pass(i, pp, p.vpp) * t_p2p;
+    bytes[d] += 2.0 * p.vpp * st.costs->pp_message_bytes;
+  }
+  CommLedger comm;
+  for (int d = 0; d < kCommDims; ++d) comm.charge(d, time[d], exposed[d], bytes[d]);
+  return comm;
+}
+
 namespace {
 
 // Each rank's forward, backward and weight-gradient time for one micro-batch (all its chunks,
@@ -100,37 +137,6 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
   // with (without it the dev set's MAPE goes from 6.38% to 7.1%, 6.77% after a refit), so it
   // stays until the missing costs it hides are modelled (docs/performance-model.md §3).
   const double emb_r = 1, head_r = 1;
-  // Rank i's communication per micro-batch: every collective counted once with its exposed
-  // part and bytes (a LayerCost's exposed parts are within its totals, so the sums are too),
-  // then charged into a ledger. Computed for the busiest rank, and for every rank for the
-  // simulator.
-  auto rank_comm = [&](int i) {
-    const RankLayers l = stage_layers[i];
-    const RankLayers rl = recomputed_layers(p, l);
-    std::array<double, kCommDims> time{}, exposed{}, bytes{};
-    auto add = [&](const LayerCost& lc, double n, double nr) {
-      for (int d = 0; d < kCommDims; ++d) {
-        time[d] += n * lc.comm_time[d] + nr * lc.comm_time_r[d];
-        exposed[d] += n * lc.exposed[d] + nr * lc.exposed_r[d];
-        bytes[d] += n * lc.volume[d] + nr * lc.volume_r[d];
-      }
-    };
-    add(dense, l.dense, rl.dense);
-    add(moe, l.moe, rl.moe);
-    if (i == 0) add(emb, 1, emb_r);
-    if (i == pp - 1) add(head, 1, head_r);
-    if (pp > 1) {
-      // Each micro-batch sends an activation and a gradient per chunk boundary; the rank
-      // waits for the exchanges its schedule blocks on.
-      const int d = static_cast<int>(CommDim::kPP);
-      time[d] += 2.0 * p.vpp * t_p2p;
-      exposed[d] += 2 * pipeline_exchanges_per_pass(i, pp, p.vpp) * t_p2p;
-      bytes[d] += 2.0 * p.vpp * st.costs->pp_message_bytes;
-    }
-    CommLedger comm;
-    for (int d = 0; d < kCommDims; ++d) comm.charge(d, time[d], exposed[d], bytes[d]);
-    return comm;
-  };
   int busiest = 0;
   double busiest_t = -1;
   double busiest_compute = 0, busiest_recompute = 0, busiest_overhead = 0;
@@ -146,6 +152,9 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
       f[static_cast<size_t>(i)] = f[static_cast<size_t>(i - 1)];
       b[static_cast<size_t>(i)] = b[static_cast<size_t>(i - 1)];
       wg[static_cast<size_t>(i)] = wg[static_cast<size_t>(i - 1)];
+      st.compute[static_cast<size_t>(i)] = st.compute[static_cast<size_t>(i - 1)];
+      st.recompute[static_cast<size_t>(i)] = st.recompute[static_cast<size_t>(i - 1)];
+      st.overhead[static_cast<size_t>(i)] = st.overhead[static_cast<size_t>(i - 1)];
       continue;
     }
     st.distinct[static_cast<size_t>(st.n_distinct++)] = i;
@@ -172,12 +181,15 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
       b[i] += hops * t_p2p;
     }
     if (detail) {
-      const CommLedger comm = rank_comm(i);
+      const CommLedger comm = stage_comm(st, p, i, t_p2p);
       detail->exposed_tp_cp_ep[static_cast<size_t>(i)] = {
           comm[static_cast<int>(CommDim::kTP)].exposed_s,
           comm[static_cast<int>(CommDim::kCP)].exposed_s,
           comm[static_cast<int>(CommDim::kEP)].exposed_s};
     }
+    st.compute[static_cast<size_t>(i)] = comp;
+    st.recompute[static_cast<size_t>(i)] = rec;
+    st.overhead[static_cast<size_t>(i)] = ovh;
     const double t = f[i] + b[i] + wg[i];
     if (t > busiest_t) {
       busiest_t = t;
@@ -189,7 +201,7 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
   }
   st.busiest = busiest;
   st.busiest_t = busiest_t;
-  st.busiest_comm = rank_comm(busiest);
+  st.busiest_comm = stage_comm(st, p, busiest, t_p2p);
   st.busiest_compute = busiest_compute;
   st.busiest_recompute = busiest_recompute;
   st.busiest_overhead = busiest_overhead;

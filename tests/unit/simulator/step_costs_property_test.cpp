@@ -64,7 +64,7 @@ class PlanSource {
       d.work.seq_len = one_of({1024, 2048, 4096, 8192});
       d.work.global_batch = p.gbs;
       d.work.precision = std::array{Precision::kBf16, Precision::kFp16, Precision::kFp8}[pick(3)];
-      d.cluster = Cluster{profiles_[pick(profiles_.size())], p.world(), {}, {}};
+      d.cluster = Cluster{profiles_[pick(profiles_.size())], p.world(), {}, {}, {}};
       if (!validate_plan(m, p.world(), d.work, p).empty()) continue;
       if (!validate_schedule(p).empty()) continue;
       if (!validate_against_hardware(d.cluster.profile, d.work, p).empty()) continue;
@@ -124,7 +124,7 @@ TEST(StepCostsProperty, InvariantsHoldOnRandomPlans) {
       q.gbs *= 2;
       Workload w = d.work;
       w.global_batch = q.gbs;
-      const Cluster c{d.cluster.profile, q.world(), {}, {}};
+      const Cluster c{d.cluster.profile, q.world(), {}, {}, {}};
       if (validate_plan(m, q.world(), w, q).empty() && validate_schedule(q).empty()) {
         if (estimate(m, c, w, q).memory_peak.weights_bytes >
             e.memory_peak.weights_bytes * (1 + 1e-12))
