@@ -60,6 +60,7 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
     o.recompute_layers = p.value("recompute_layers", 0);
     o.uneven_pp = p.value("uneven_pp", false);
     o.account_for_embedding = p.value("account_for_embedding_in_pipeline_split", false);
+    o.stage_split = p.value("stage_split", std::string());
     o.account_for_loss = p.value("account_for_loss_in_pipeline_split", false);
     o.mbs = p.at("mbs");
     o.gbs = p.at("gbs");

@@ -26,9 +26,11 @@ namespace dtplan::cli {
 namespace {
 
 std::string layout(const Plan& p) {
+  std::string sched = p.pp > 1 ? p.schedule.str() : "-";
+  if (p.split_stages > 0) sched += fmt::format(" {}:{}", p.split_stages, p.split_layers);
   return fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>9} {:>4} {:<11}", p.tp,
                      p.pp, p.cp, p.ep, p.dp, p.vpp, p.sp ? "on" : "-", p.zero,
-                     to_string(p.recompute), p.mbs, p.pp > 1 ? p.schedule.str() : "-");
+                     to_string(p.recompute), p.mbs, sched);
 }
 
 nlohmann::json deadline_to_json(const DeadlineAnswer& a, const SearchFlags& f, const Workload& w) {
@@ -300,6 +302,11 @@ void register_search(CLI::App& app, CommandContext& ctx) {
           for (const NumberWarning& wn : u.warnings)
             fmt::format_to(o, "warning [{}]: {}\n", wn.code, wn.message);
         }
+        if (std::any_of(r.top.begin(), r.top.end(),
+                        [](const Candidate& k) { return k.plan.split_stages > 0; }))
+          fmt::format_to(o,
+                         "(schedule K:A: the first K stages hold A layers each, the others an "
+                         "equal share of the rest: --stage-split K:A, docs/heterogeneous.md)\n");
         if (distinct)
           fmt::format_to(o,
                          "(the best plan of each distinct TP/PP/CP/EP/ZeRO/recompute layout first, "

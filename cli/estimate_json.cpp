@@ -78,6 +78,8 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
                {"recompute_layers", p.recompute_layers},  // 0: every layer (with full)
                {"uneven_pp", p.uneven_pp},
                {"account_for_embedding_in_pipeline_split", p.account_for_embedding},
+               {"stage_split",
+                p.split_stages > 0 ? fmt::format("{}:{}", p.split_stages, p.split_layers) : ""},
                {"account_for_loss_in_pipeline_split", p.account_for_loss},
                {"mbs", p.mbs},
                {"gbs", p.gbs},

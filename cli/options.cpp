@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <span>
 
 #include "core/atomic_file.h"
@@ -147,6 +148,11 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
                "Count the output layer and loss as one layer of the last pipeline chunk "
                "(Megatron-Core)")
       ->group(g);
+  app.add_option("--stage-split", o.stage_split,
+                 "K:A - the first K pipeline stages hold A decoder layers each, the others an "
+                 "equal share of the rest (Megatron-Core --pipeline-model-parallel-layout; for "
+                 "device groups of different speeds: docs/heterogeneous.md)")
+      ->group(g);
   app.add_flag("--no-overlap-grad-reduce", o.no_overlap_grad_reduce,
                "Do not overlap the gradient reduce with backward")
       ->group(g);
@@ -284,6 +290,19 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   p.uneven_pp = o.uneven_pp;
   p.account_for_embedding = o.account_for_embedding;
   p.account_for_loss = o.account_for_loss;
+  if (!o.stage_split.empty()) {
+    int k = 0, a = 0;
+    char colon = 0, extra = 0;
+    if (std::sscanf(o.stage_split.c_str(), "%d%c%d%c", &k, &colon, &a, &extra) != 3 ||
+        colon != ':' || k < 1 || a < 1 || k > 1 << 10 || a > 1 << 16)
+      violations.push_back({"--stage-split", fmt::format("'{}': expected K:A, two positive "
+                                                         "integers (stages, layers each)",
+                                                         o.stage_split)});
+    else {
+      p.split_stages = k;
+      p.split_layers = a;
+    }
+  }
   // Layers that do not divide into the pipeline chunks: take the uneven split (the first and
   // last stages give up layers, as the Llama 3 paper's 126 layers on 16 stages: 7 / 8 x 14 / 7)
   // by default, and say so.
@@ -292,7 +311,7 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   // (decoder_first/last_pipeline_num_layers must divide by vpp): count the embedding and the
   // loss as layers instead, where that divides (as the search does).
   if (!p.uneven_pp && !p.account_for_embedding && !p.account_for_loss && p.vpp > 1 &&
-      r.model.layers % chunks != 0) {
+      p.split_stages == 0 && r.model.layers % chunks != 0) {
     if ((r.model.layers + 2) % chunks == 0 && (r.model.layers + 2) / chunks >= 2) {
       p.account_for_embedding = p.account_for_loss = true;
       fmt::print(
@@ -309,7 +328,7 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
     }
   }
   if (!p.uneven_pp && !p.account_for_embedding && !p.account_for_loss && chunks > 1 &&
-      r.model.layers >= chunks && r.model.layers % chunks != 0 &&
+      p.split_stages == 0 && r.model.layers >= chunks && r.model.layers % chunks != 0 &&
       uneven_split_exists(r.model.layers, chunks)) {
     p.uneven_pp = true;
     const int mid = (r.model.layers + chunks - 1) / chunks;

@@ -46,6 +46,7 @@ struct PlanOptions {
   int fp8_amax_history_len = 0;  // Megatron --fp8-amax-history-len (0 = 1, Megatron's default)
   bool uneven_pp = false;
   bool account_for_embedding = false, account_for_loss = false;
+  std::string stage_split;  // "K:A" (Plan::split_stages, split_layers); "" = none
   bool no_overlap_grad_reduce = false;
   bool no_overlap_param_gather = false;
   bool tp_comm_overlap = false;

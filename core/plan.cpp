@@ -63,6 +63,7 @@ std::string Plan::describe() const {
   if (uneven_pp) s += " uneven-pp";
   if (account_for_embedding) s += " embedding-in-split";
   if (account_for_loss) s += " loss-in-split";
+  if (split_stages > 0) s += fmt::format(" split={}:{}", split_stages, split_layers);
   if (pp > 1) s += fmt::format(" schedule={}", schedule);
   return s;
 }
@@ -126,16 +127,33 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
       add("--pp",
           fmt::format("layers + embedding/loss ({}) are not divisible by pp*vpp = {}{}", counted,
                       chunks, p.vpp == 1 ? " into stages of at least one decoder layer" : ""));
-  } else if (m.layers % chunks != 0 && uneven_split_exists(m.layers, static_cast<int>(chunks)) &&
-             !p.uneven_pp)
+  } else if (p.split_stages == 0 && m.layers % chunks != 0 &&
+             uneven_split_exists(m.layers, static_cast<int>(chunks)) && !p.uneven_pp)
     add("--pp", fmt::format("layers ({}) are not divisible by pp*vpp = {}; pass --uneven-pp to "
                             "let the first and last stages take fewer layers",
                             m.layers, chunks));
-  else if (m.layers % chunks != 0 && !uneven_split_exists(m.layers, static_cast<int>(chunks)))
+  else if (p.split_stages == 0 && m.layers % chunks != 0 &&
+           !uneven_split_exists(m.layers, static_cast<int>(chunks)))
     add("--pp", fmt::format("layers ({}) are not divisible by pp*vpp = {}, and no split exists "
                             "with fewer layers on the first and last chunks (the {} middle "
                             "chunks would take {} each, more than all the layers)",
                             m.layers, chunks, chunks - 2, (m.layers + chunks - 1) / chunks));
+  if (p.split_stages != 0 || p.split_layers != 0) {
+    const int k = p.split_stages, a = p.split_layers;
+    const int64_t rest = int64_t{m.layers} - int64_t{k} * a;
+    if (p.pp < 2 || k < 1 || k >= p.pp)
+      add("--stage-split", fmt::format("K (the stages holding A layers) must lie in 1..pp-1 = "
+                                       "1..{}, got {}",
+                                       p.pp - 1, k));
+    else if (a < 1 || rest < p.pp - k || rest % (p.pp - k) != 0)
+      add("--stage-split",
+          fmt::format("{} stages of {} layers leave {} of the {} layers for the other {} stages: "
+                      "they must divide evenly, at least one each",
+                      k, a, rest, m.layers, p.pp - k));
+    else if (p.vpp > 1 || p.uneven_pp || p.account_for_embedding || p.account_for_loss)
+      add("--stage-split",
+          "a two-part split excludes interleaving, --uneven-pp and the embedding/loss split");
+  }
   const int64_t gbs = p.gbs > 0 ? p.gbs : w.global_batch;
   if (gbs % (int64_t{p.mbs} * p.dp) != 0)
     add("--gbs",

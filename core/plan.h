@@ -99,9 +99,14 @@ struct Plan {
   // the embedding (loss) counts as one layer, so (layers + e + l) divides by pp*vpp and the
   // first (last) chunk holds one decoder layer fewer.
   bool account_for_embedding = false, account_for_loss = false;
+  // A two-part split (--stage-split K:A, without interleaving): the first K stages hold A decoder
+  // layers each, the other pp - K an equal share of the rest (Megatron-Core
+  // --pipeline-model-parallel-layout); for device groups of different speeds. 0: none.
+  int split_stages = 0, split_layers = 0;
   // The layer split in one number, for caches keyed on it.
   int split_key() const {
-    return (uneven_pp ? 1 : 0) | (account_for_embedding ? 2 : 0) | (account_for_loss ? 4 : 0);
+    return (uneven_pp ? 1 : 0) | (account_for_embedding ? 2 : 0) | (account_for_loss ? 4 : 0) |
+           (split_stages << 3) | (split_layers << 14);
   }
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;

@@ -51,12 +51,18 @@ constexpr std::array<FrameworkRule, 5> kDeepSpeedRules = {{
     {"DeepSpeed's pipeline engine partitions layers itself",
      "deepspeedai/DeepSpeed deepspeed/runtime/pipe/module.py@edaa722 (PipelineModule "
      "partition_method)",
-     [](const Plan& p) { return p.uneven_pp || p.account_for_embedding || p.account_for_loss; }},
+     [](const Plan& p) {
+       return p.uneven_pp || p.account_for_embedding || p.account_for_loss || p.split_stages > 0;
+     }},
 }};
 
 // torchtitan's FSDP2 with fsdp_reshard_after_forward = "never" keeps gathered parameters
 // (ZeRO-2-like memory); dtplan does not model it.
-constexpr std::array<FrameworkRule, 4> kTorchtitanRules = {{
+constexpr std::array<FrameworkRule, 5> kTorchtitanRules = {{
+    {"torchtitan splits layers evenly (pipeline_parallel_layers_per_stage) or by module names "
+     "(module_fqns_per_model_part), which dtplan does not write for a two-part split",
+     "pytorch/torchtitan torchtitan/config/configs.py@b5bcd76",
+     [](const Plan& p) { return p.split_stages > 0; }},
     {"torchtitan counts the embedding and loss as its own first/last-stage layer reductions "
      "(pipeline_parallel_first_stage_less_layers), which dtplan does not write",
      "pytorch/torchtitan torchtitan/config/configs.py@b5bcd76",

@@ -319,6 +319,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     struct Chunking {
       int v;
       bool counted;
+      int split_layers = 0;  // the two-part split's A (Plan::split_layers); 0 = none
     };
     std::vector<Chunking> vpps = {{1, false}};
     if (L.pp > 1)
@@ -328,6 +329,18 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
         else if ((m.layers + 2) % (L.pp * v) == 0 && (m.layers + 2) / (L.pp * v) >= 2)
           vpps.push_back({v, true});
       }
+    // Device groups: the first group's stages may hold more or fewer layers than the others
+    // (--stage-split K:A, K = the stages in the first group), every A whose rest divides.
+    int split_k = 0;
+    if (hetero && L.pp > 1 && c.groups_used() >= 2 && n % L.pp == 0) {
+      const int per_stage = n / L.pp, first = c.group_first_rank(1);
+      if (first % per_stage == 0 && first / per_stage < L.pp) split_k = first / per_stage;
+      for (int a = 1; split_k > 0 && a * split_k < m.layers; ++a) {
+        const int rest = m.layers - a * split_k;
+        if (rest % (L.pp - split_k) == 0 && rest / (L.pp - split_k) != a)
+          vpps.push_back({1, false, a});
+      }
+    }
     if (!space.vpp.empty()) {
       std::vector<Chunking> keep;
       for (const Chunking& v : vpps)
@@ -372,7 +385,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     std::vector<double> floors;
     std::vector<const IPipelineSchedule*> sched_objs;  // parallel to `schedules`
 
-    for (const auto [vpp, counted] : vpps) {
+    for (const auto [vpp, counted, split_a] : vpps) {
       schedules.clear();
       if (L.pp == 1) {
         if (vpp > 1) continue;
@@ -396,8 +409,10 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
             if (part > 0 && part < chunk_layers) rcs.emplace_back(rc, part);
       }
       p.vpp = vpp;
-      p.uneven_pp = uneven && vpp == 1;
+      p.uneven_pp = uneven && vpp == 1 && split_a == 0;
       p.account_for_embedding = p.account_for_loss = counted;
+      p.split_stages = split_a > 0 ? split_k : 0;
+      p.split_layers = split_a;
       p.recompute = Recompute::kNone;
       p.recompute_layers = 0;
       p.gbs = works.front().global_batch;

@@ -149,6 +149,21 @@ std::vector<std::string> megatron_parallel_args(const ModelSpec& m, const Worklo
   // account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split).
   if (p.account_for_embedding) a.push_back("--account-for-embedding-in-pipeline-split");
   if (p.account_for_loss) a.push_back("--account-for-loss-in-pipeline-split");
+  if (p.split_stages > 0 && p.pp > 1) {
+    // --pipeline-model-parallel-layout (megatron/training/arguments.py, NVIDIA/Megatron-LM
+    // @d98e8a6): stages split by '|', E the embedding, t a decoder layer, m an MTP layer, L the
+    // loss; the first layer must be E and the last L, MTP layers on the last stage
+    // (megatron/core/transformer/pipeline_parallel_layer_layout.py, validate_layer_layout).
+    // Written out in full, without the '*' shorthand.
+    std::string layout;
+    for (int s = 0; s < p.pp; ++s) {
+      if (s > 0) layout += '|';
+      if (s == 0) layout += 'E';
+      layout += std::string(static_cast<size_t>(layers_on_rank(m, p, s).total()), 't');
+      if (s == p.pp - 1) layout += std::string(static_cast<size_t>(m.mtp_layers), 'm') + "L";
+    }
+    add("--pipeline-model-parallel-layout", layout);
+  }
   if (p.uneven_pp && p.pp > 1) {
     add("--decoder-first-pipeline-num-layers", layers_on_rank(m, p, 0).total());
     add("--decoder-last-pipeline-num-layers", layers_on_rank(m, p, p.pp - 1).total());

@@ -291,6 +291,8 @@ void memory_peak(MemoryPeak& out, const StageTimes& st, const ModelSpec& m, cons
   // the same layers, and 1F1B-like schedules hold fewer micro-batches on later ranks.
   const bool v_shape = msched->v_shape();
   if (!m.moe && !v_shape) {
+    // A two-part split (--stage-split): the second part's first stage holds its most.
+    if (p.split_stages > 1 && p.split_stages < pp - 1) visit(p.split_stages, nullptr);
     if (visited == 3) visit(pp - 1, params ? &params[2] : nullptr);
     return;
   }

@@ -37,6 +37,16 @@ static void counted_range(int layers, int n, int c, int e, int l, int& begin, in
 
 RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
   RankLayers r;
+  if (p.split_stages > 0 && p.split_stages < p.pp) {
+    // The two-part split: K stages of A layers, then the rest evenly.
+    const int k = p.split_stages, a = p.split_layers;
+    const int rest = (m.layers - k * a) / (p.pp - k);
+    const int begin = rank < k ? rank * a : k * a + (rank - k) * rest;
+    const int end = begin + (rank < k ? a : rest);
+    r.moe = m.moe_layers_before(end) - m.moe_layers_before(begin);
+    r.dense = (end - begin) - r.moe;
+    return r;
+  }
   const int chunks_total = p.pp * p.vpp;
   const bool counted = p.account_for_embedding || p.account_for_loss;
   if (!m.moe && !counted && m.layers % chunks_total == 0) {  // the common case: even, dense

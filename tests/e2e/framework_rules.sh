@@ -48,7 +48,7 @@ import json
 j = json.load(open('$cmd.tt.json'))
 assert j['framework']['name'] == 'torchtitan' and j['framework']['given'] is True, j['framework']
 number = {'profile-not-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
-assert len(j['framework']['rules_applied']) == 4, j
+assert len(j['framework']['rules_applied']) == 5, j
 assert [w for w in j['warnings'] if w['code'] not in number] == [], j" ||
     fail "$cmd: torchtitan JSON"
   passed=$((passed + 1))

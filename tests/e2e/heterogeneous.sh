@@ -32,6 +32,12 @@ json.load(open("t.json"))
 r = json.load(open("search.json"))
 assert r["cluster"]["groups"][1]["first_rank"] == 64
 assert r["top"], "no plan"
+# The H100 group's stages take more layers than the A100 group's (--stage-split K:A).
+best = r["top"][0]
+assert best["plan"]["stage_split"], best["plan"]
+layers = [m["layers"] for m in best["memory"]]
+k = int(best["plan"]["stage_split"].split(":")[0])
+assert k == best["plan"]["pp"] // 2 and layers[0] > layers[-1], (best["plan"], layers)
 names = [x["reason"] for x in r["rejected"]]
 assert any("spans two device groups" in n for n in names), names
 PY

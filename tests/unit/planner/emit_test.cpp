@@ -380,5 +380,34 @@ TEST(Emitters, MegatronGetsTheEmbeddingAndLossSplitFlags) {
   EXPECT_EQ(a.find("--decoder-first-pipeline-num-layers"), std::string::npos);
 }
 
+// The two-part split goes to Megatron as --pipeline-model-parallel-layout
+// (megatron/training/arguments.py, NVIDIA/Megatron-LM@d98e8a6: stages split by '|', E the
+// embedding, t a decoder layer, L the loss; pipeline_parallel_layer_layout.py
+// validate_layer_layout: E first, L last, one each, as many t as --num-layers), never beside
+// the first/last stage layer counts or --num-virtual-stages-per-pipeline-rank, which
+// arguments.py refuses with a layout.
+TEST(Emitters, MegatronGetsTheTwoPartSplitAsALayout) {
+  LaunchCase c{"llama3-8b_32xh100_split",
+               "llama3-8b",
+               "dgx-h100",
+               32,
+               make_plan(8, 4, 1, 1, 1, 1, 0, Recompute::kNone, 1, 64, "1f1b"),
+               2048,
+               {"megatron"}};
+  c.plan.split_stages = 2;
+  c.plan.split_layers = 10;  // 10, 10, 6, 6 of Llama 3 8B's 32 layers
+  Emitted e = emit_case(c, "megatron");
+  const EmittedFile* list = file(e, "megatron_args.txt");
+  ASSERT_NE(list, nullptr);
+  const std::string& a = list->content;
+  const std::string t10(10, 't'), t6(6, 't');
+  const std::string layout = "E" + t10 + "|" + t10 + "|" + t6 + "|" + t6 + "L";
+  EXPECT_NE(a.find("--pipeline-model-parallel-layout"), std::string::npos) << a;
+  EXPECT_NE(a.find(layout), std::string::npos) << a;
+  EXPECT_EQ(a.find("--decoder-first-pipeline-num-layers"), std::string::npos);
+  EXPECT_EQ(a.find("--num-virtual-stages-per-pipeline-rank"), std::string::npos);
+  EXPECT_NE(a.find("--num-layers\n32\n"), std::string::npos) << a;
+}
+
 }  // namespace
 }  // namespace dtplan

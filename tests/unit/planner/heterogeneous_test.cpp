@@ -18,6 +18,7 @@
 #include "simulator/analytic/estimator.h"
 #include "simulator/des/step_sim.h"
 #include "simulator/step/step_costs.h"
+#include "simulator/workload/stage_layout.h"
 
 namespace dtplan {
 namespace {
@@ -230,6 +231,77 @@ TEST(Heterogeneous, SearchKeepsEveryStageInsideOneGroup) {
   ASSERT_EQ(f.top.size(), r.top.size());
   for (size_t k = 0; k < r.top.size(); ++k)
     EXPECT_EQ(f.top[k].plan.describe(), r.top[k].plan.describe()) << k;
+}
+
+// --stage-split K:A: the first K stages hold A layers, the others the rest evenly.
+TEST(StageSplit, LayersMemoryAndValidation) {
+  const ModelSpec m = load_model("llama3-8b");  // 32 layers
+  const Workload w = work(64);
+  Plan p = plan(8, 4, 1, 0, 64);
+  p.split_stages = 2;
+  p.split_layers = 10;  // 10 + 10 + 6 + 6
+  EXPECT_TRUE(validate_plan(m, 32, w, p).empty());
+  const int want[4] = {10, 10, 6, 6};
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(layers_on_rank(m, p, s).total(), want[s]) << s;
+  // The memory peak is the largest of every stage's (the second part's first stage included).
+  for (int k : {1, 2, 3})
+    for (int a = 1; a * k < 32; ++a) {
+      Plan q = plan(2, 4, 4, 1, 64);
+      q.split_stages = k;
+      q.split_layers = a;
+      if (!validate_plan(m, 32, w, q).empty()) continue;
+      double worst = 0;
+      for (const StageMemory& sm : all_stage_memory(m, w, q))
+        worst = std::max(worst, sm.total_bytes());
+      EXPECT_DOUBLE_EQ(estimate(m, homogeneous("dgx-a100-80g", 32), w, q).memory_peak.total_bytes(),
+                       worst)
+          << q.describe();
+    }
+  Plan bad = p;
+  bad.split_stages = 3;
+  bad.split_layers = 8;  // 32 - 24 = 8 on the last stage: valid
+  EXPECT_TRUE(validate_plan(m, 32, w, bad).empty());
+  bad = p;
+  bad.split_layers = 16;  // leaves 0 for the other two
+  auto v = validate_plan(m, 32, w, bad);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v[0].flag, "--stage-split");
+  bad = p;
+  bad.split_layers = 9;  // 32 - 18 = 14 over 2 stages: 7 each, valid
+  EXPECT_TRUE(validate_plan(m, 32, w, bad).empty());
+  bad.split_stages = 4;  // K must leave a second part
+  EXPECT_FALSE(validate_plan(m, 32, w, bad).empty());
+  bad = p;
+  bad.vpp = 2;
+  bad.schedule = "interleaved";
+  v = validate_plan(m, 32, w, bad);
+  ASSERT_FALSE(v.empty());
+  EXPECT_EQ(v.back().flag, "--stage-split");
+}
+
+// On H100s followed by A100s the search gives the H100 stages more layers: an H100's BF16
+// dense peak is 989 TFLOP/s against an A100's 312 (datasheets), so an even split leaves the
+// H100 stages idle most of the time.
+TEST(StageSplit, SearchLoadsTheFasterGroupMore) {
+  const ModelSpec m = load_model("llama3-8b");
+  const Cluster mixed = groups_of({{"dgx-h100", 2}, {"dgx-a100-80g", 2}});
+  const Workload w = work(64);
+  SearchSpace space;
+  space.tp = {8};
+  space.pp = {4};
+  SearchOptions opt;
+  opt.threads = 1;
+  const SearchResult r = search(m, mixed, w, space, opt, AnalyticEvaluator{});
+  ASSERT_FALSE(r.top.empty());
+  const Plan& best = r.top[0].plan;
+  ASSERT_GT(best.split_stages, 0) << best.describe();
+  EXPECT_EQ(best.split_stages, 2);
+  EXPECT_GT(layers_on_rank(m, best, 0).total(), layers_on_rank(m, best, 3).total());
+  // Faster than the best even split.
+  double even = 1e30;
+  for (const Candidate& c : r.top)
+    if (c.plan.split_stages == 0) even = std::min(even, c.estimate.step_time_s);
+  EXPECT_LT(r.top[0].estimate.step_time_s, even);
 }
 
 // The cluster YAML: groups of {profile, nodes}, located errors.
