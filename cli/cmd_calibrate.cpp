@@ -8,6 +8,7 @@
 #include "calibrate/driver.h"
 #include "calibrate/process_group.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "core/error.h"
 #include "core/registry.h"
 
@@ -41,7 +42,7 @@ void register_calibrate(CLI::App& app, CommandContext& ctx) {
   cmd->add_option(
          "--max-gemm-gflop", o.sweep.max_gemm_gflop,
          "skip GEMMs larger than this (default: none; on the cpu backend 20, 1 with --quick)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_range(1e-9, 1e18));
   cmd->add_option("--repeats", o.backend_options.repeats,
                   "timed repeats per measurement (cuda keeps the median; cpu the fastest of 3x as "
                   "many short ones)")
@@ -49,7 +50,7 @@ void register_calibrate(CLI::App& app, CommandContext& ctx) {
       ->capture_default_str();
   cmd->add_option("--timeout-s", o.timeout_s,
                   "abort when one measurement takes longer (a hung collective)")
-      ->check(CLI::Range(0.001, 1e6))
+      ->check(finite_range(0.001, 1e6))
       ->capture_default_str();
   cmd->add_option("--input", o.backend_options.inputs,
                   "replay: recorded measurements (journal, CSV or nccl-tests -J JSON); repeatable");

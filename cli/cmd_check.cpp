@@ -1,9 +1,11 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/estimate_json.h"
 #include "cli/framework_check.h"
 #include "cli/options.h"
 #include "core/error.h"
@@ -93,11 +95,11 @@ void register_check(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--tolerance", claim_opt.tolerance,
                   "With --claims: how far two statements' throughputs may differ")
-      ->check(CLI::Range(0.0, 10.0))
+      ->check(finite_range(0.0, 10.0))
       ->capture_default_str();
   cmd->add_option("--model-tolerance", claim_opt.model_tolerance,
                   "With --claims: how far a statement may beat dtplan's prediction")
-      ->check(CLI::Range(0.0, 10.0))
+      ->check(finite_range(0.0, 10.0))
       ->capture_default_str();
   cmd->callback([&ctx, cmd] {
     if (!claims.empty()) {
@@ -137,15 +139,35 @@ void register_check(CLI::App& app, CommandContext& ctx) {
     std::vector<Violation> violations;
     std::optional<Resolved> r;
     std::optional<FrameworkCheck> fw;
+    std::string groups_note;
     if (with_cluster) {
       r = resolve(spec, plan, violations);
+      // A heterogeneous cluster checked without --pp: the default single stage spans the
+      // groups; say what a plan needs instead of blaming a flag that was not given.
+      if (r->cluster.heterogeneous() && cmd->count("--pp") == 0) {
+        const auto spans = [](const Violation& v) {
+          return (v.flag == "--pp" || v.flag == "--rank-order") &&
+                 v.reason.find("device groups") != std::string::npos;
+        };
+        if (std::any_of(violations.begin(), violations.end(), spans))
+          groups_note = fmt::format(
+              "the cluster has {} device groups: a plan needs --pp such that every pipeline "
+              "stage lies inside one group (the groups' first ranks must be multiples of {} / "
+              "pp; docs/heterogeneous.md)",
+              r->cluster.groups_used(), r->cluster.num_gpus);
+        violations.erase(std::remove_if(violations.begin(), violations.end(), spans),
+                         violations.end());
+      }
       j["cluster"] = {{"profile", r->cluster.profile.name},
                       {"gpus", r->cluster.num_gpus},
                       {"nodes", r->cluster.nodes()}};
+      if (r->cluster.heterogeneous())
+        j["cluster"]["groups"] = device_groups_json(r->cluster, r->plan);
       j["plan"] = {{"layout", r->plan.describe()}, {"valid", violations.empty()}};
       nlohmann::json vs = nlohmann::json::array();
       for (const auto& v : violations) vs.push_back({{"flag", v.flag}, {"reason", v.reason}});
       j["plan"]["violations"] = vs;
+      if (!groups_note.empty()) j["plan"]["note"] = groups_note;
       fw = check_framework(framework, r->plan);
       j["framework"] = framework_to_json(*fw);
       if (fw->refusal) j["framework"]["refusal"] = *fw->refusal;
@@ -183,10 +205,23 @@ void register_check(CLI::App& app, CommandContext& ctx) {
       fmt::print("  {:<16} {:>12}\n", "active/token", human(c.active()));
       if (c.mtp) fmt::print("  {:<16} {:>12} (not in total)\n", "MTP modules", human(c.mtp));
       if (r) {
-        fmt::print("cluster {} x {} GPUs ({} nodes of {})\n", r->cluster.profile.name,
-                   r->cluster.num_gpus, r->cluster.nodes(), r->cluster.profile.node.gpus_per_node);
+        const Cluster& cl = r->cluster;
+        if (cl.heterogeneous()) {
+          fmt::print("cluster {} GPUs in {} device groups ({} nodes of {})\n", cl.num_gpus,
+                     cl.groups_used(), cl.nodes(), cl.profile.node.gpus_per_node);
+          for (int g = 0; g < cl.groups_used(); ++g)
+            fmt::print("  group {}: {} x {}, ranks {}-{}\n", g,
+                       cl.group_first_rank(g + 1) - cl.group_first_rank(g),
+                       cl.groups[static_cast<size_t>(g)].profile.name, cl.group_first_rank(g),
+                       cl.group_first_rank(g + 1) - 1);
+        } else {
+          fmt::print("cluster {} x {} GPUs ({} nodes of {})\n", cl.profile.name, cl.num_gpus,
+                     cl.nodes(), cl.profile.node.gpus_per_node);
+        }
         fmt::print("plan {}\n", r->plan.describe());
-        if (violations.empty()) fmt::print("  valid\n");
+        if (violations.empty() && groups_note.empty()) fmt::print("  valid\n");
+        if (violations.empty() && !groups_note.empty())
+          fmt::print("  model and cluster valid; {}\n", groups_note);
         for (const auto& v : violations) fmt::print("  invalid: {}: {}\n", v.flag, v.reason);
         if (fw->refusal) fmt::print("  refused: --framework: {}\n", *fw->refusal);
         fmt::print("{}", framework_to_text(*fw));

@@ -351,8 +351,12 @@ void register_search(CLI::App& app, CommandContext& ctx) {
             model.name, params_b, w.seq_len, p.tp, p.pp, p.cp, p.ep, p.dp, p.mbs, p.vpp,
             model.layers, model.hidden, model.ffn_hidden, p.gbs, cluster.nodes(),
             cluster.profile.node.gpus_per_node, p.zero, to_string(p.recompute),
-            p.pp > 1 ? p.schedule.str() : "none", e.step_time_s,
-            static_cast<double>(p.gbs) / e.step_time_s, e.model_tflops_per_gpu,
+            p.pp > 1
+                ? p.schedule.str() + (p.split_stages > 0
+                                          ? fmt::format(" {}:{}", p.split_stages, p.split_layers)
+                                          : std::string())
+                : "none",
+            e.step_time_s, static_cast<double>(p.gbs) / e.step_time_s, e.model_tflops_per_gpu,
             e.model_tflops_per_gpu * cluster.num_gpus, e.mfu, e.memory_peak.total_bytes() / gib);
       }
       write_file_atomic(csv, c);

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "core/atomic_file.h"
 #include "reports/renderers.h"
 #include "reports/whatif.h"
@@ -23,7 +24,7 @@ void register_whatif(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--train-tokens", train_tokens,
                   "Tokens to train: each scenario's time to train (days); replaces every "
                   "scenario's train_tokens in the file")
-      ->check(CLI::Range(1.0, 1e18));
+      ->check(finite_range(1.0, 1e18));
   cmd->callback([&ctx] {
     const reports::Format format =
         out.empty() ? reports::Format::kMarkdown : reports::format_from_path(out, "--out");

@@ -42,17 +42,21 @@ static std::vector<GroupStages> group_stages(const Cluster& c, const Plan& p) {
   return out;
 }
 
-static nlohmann::json device_groups_json(const Cluster& c, const Plan& p) {
+nlohmann::json device_groups_json(const Cluster& c, const Plan& p) {
   nlohmann::json a = nlohmann::json::array();
   for (const GroupStages& gs : group_stages(c, p)) {
     const DeviceGroup& d = c.groups[static_cast<size_t>(gs.group)];
-    a.push_back({{"profile", d.profile.name},
-                 {"gpu", d.profile.gpu.name},
-                 {"nodes", d.nodes},
-                 {"first_rank", c.group_first_rank(gs.group)},
-                 {"gpus", c.group_first_rank(gs.group + 1) - c.group_first_rank(gs.group)},
-                 {"stages", nlohmann::json::array({gs.first_stage, gs.last_stage})},
-                 {"memory_gib", d.profile.gpu.memory_gib}});
+    a.push_back(
+        {{"profile", d.profile.name},
+         {"gpu", d.profile.gpu.name},
+         {"nodes", (c.group_first_rank(gs.group + 1) - c.group_first_rank(gs.group) +
+                    d.profile.node.gpus_per_node - 1) /
+                       d.profile.node.gpus_per_node},
+         {"first_rank", c.group_first_rank(gs.group)},
+         {"gpus", c.group_first_rank(gs.group + 1) - c.group_first_rank(gs.group)},
+         {"stages", gs.first_stage < 0 ? nlohmann::json::array()
+                                       : nlohmann::json::array({gs.first_stage, gs.last_stage})},
+         {"memory_gib", d.profile.gpu.memory_gib}});
   }
   return a;
 }

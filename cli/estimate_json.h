@@ -10,6 +10,8 @@
 
 namespace dtplan::cli {
 
+// With device groups: each group's profile, GPU, nodes, first rank, GPUs, stages, memory.
+nlohmann::json device_groups_json(const Cluster& c, const Plan& p);
 nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConvention conv);
 std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConvention conv);
 

@@ -178,7 +178,7 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
       ->capture_default_str()
       ->group(g);
   app.add_option("--train-tokens", o.train_tokens, "Training tokens, for time-to-train")
-      ->check(CLI::Range(0.0, 1e18))
+      ->check(finite_range(0.0, 1e18))
       ->group(g);
 }
 

@@ -159,17 +159,17 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
   const char* tg = "Time to train";
   cmd.add_option("--train-tokens", f.train_tokens,
                  "Tokens to train: adds each plan's time to train (days)")
-      ->check(CLI::Range(1.0, 1e18))
+      ->check(finite_range(1.0, 1e18))
       ->group(tg);
   cmd.add_option("--deadline-days", f.deadline_days,
                  "With --train-tokens: the fewest GPUs (whole nodes) whose best plan trains them "
                  "within this many days; without --gpus the ranking is on that count")
-      ->check(CLI::Range(1e-3, 1e5))
+      ->check(finite_range(1e-3, 1e5))
       ->group(tg);
   cmd.add_option("--budget-gpu-hours", f.budget_gpu_hours,
                  "With --train-tokens: the fastest training within this many GPU-hours, on whole "
                  "nodes; without --gpus the ranking is on that count")
-      ->check(CLI::Range(1.0, 1e12))
+      ->check(finite_range(1.0, 1e12))
       ->excludes("--deadline-days")
       ->group(tg);
   cmd.add_option("--max-gpus", f.max_gpus,
@@ -190,7 +190,7 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
       ->check(CLI::IsMember(objective_names()))
       ->capture_default_str();
   cmd.add_option("--memory-margin", f.margin, "Share of HBM kept free")
-      ->check(CLI::Range(0.0, 0.9))
+      ->check(finite_range(0.0, 0.9))
       ->capture_default_str();
   cmd.add_option("--framework", f.framework,
                  "Refuse what this framework cannot express: megatron, deepspeed or torchtitan")
@@ -323,8 +323,13 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
     for (int g = 0; g < s.cluster.groups_used(); ++g)
       j["cluster"]["groups"].push_back(
           {{"profile", s.cluster.groups[static_cast<size_t>(g)].profile.name},
+           {"gpu", s.cluster.groups[static_cast<size_t>(g)].profile.gpu.name},
+           {"nodes", (s.cluster.group_first_rank(g + 1) - s.cluster.group_first_rank(g) +
+                      s.cluster.profile.node.gpus_per_node - 1) /
+                         s.cluster.profile.node.gpus_per_node},
            {"first_rank", s.cluster.group_first_rank(g)},
-           {"gpus", s.cluster.group_first_rank(g + 1) - s.cluster.group_first_rank(g)}});
+           {"gpus", s.cluster.group_first_rank(g + 1) - s.cluster.group_first_rank(g)},
+           {"memory_gib", s.cluster.groups[static_cast<size_t>(g)].profile.gpu.memory_gib}});
   }
   j["workload"] = {
       {"seq", s.workload.seq_len}, {"gbs", s.workload.global_batch}, {"precision", f.precision}};

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/yaml_reader.h"
 
@@ -395,7 +396,14 @@ namespace {
 
 HardwareProfile profile_named_in(YamlMap& y, const std::string& path,
                                  std::string (*resolve_profile)(const std::string&)) {
-  const std::string prof = y.get_string("profile");
+  std::string prof = y.get_string("profile");
+  // A relative path that is not found from the current directory: from the cluster file's.
+  if (prof.find('/') != std::string::npos && !prof.starts_with("/")) {
+    std::error_code ec;
+    const auto beside = std::filesystem::path(path).parent_path() / prof;
+    if (!std::filesystem::exists(prof, ec) && std::filesystem::exists(beside, ec))
+      prof = beside.string();
+  }
   try {
     return load_profile_file(resolve_profile(prof));
   } catch (const InputError& e) {

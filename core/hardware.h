@@ -250,7 +250,8 @@ struct Cluster {
   // switches).
   HardwareProfile profile;
   int num_gpus = 0;
-  bool heterogeneous() const { return groups.size() > 1; }
+  // More than one group among the GPUs the job uses (--gpus inside the first group: not).
+  bool heterogeneous() const { return groups.size() > 1 && groups_used() > 1; }
   // The groups the job's num_gpus ranks use (the first ones, in order).
   int groups_used() const;
   // The first rank of group g (g == groups_used(): num_gpus).

@@ -147,9 +147,13 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
                                        p.pp - 1, k));
     else if (a < 1 || rest < p.pp - k || rest % (p.pp - k) != 0)
       add("--stage-split",
-          fmt::format("{} stages of {} layers leave {} of the {} layers for the other {} stages: "
-                      "they must divide evenly, at least one each",
-                      k, a, rest, m.layers, p.pp - k));
+          rest < p.pp - k
+              ? fmt::format("{} stages of {} layers take {} of the {} layers, leaving fewer than "
+                            "one for each of the other {} stages",
+                            k, a, int64_t{k} * a, m.layers, p.pp - k)
+              : fmt::format("{} stages of {} layers leave {} of the {} layers for the other {} "
+                            "stages: they must divide evenly",
+                            k, a, rest, m.layers, p.pp - k));
     else if (p.vpp > 1 || p.uneven_pp || p.account_for_embedding || p.account_for_loss)
       add("--stage-split",
           "a two-part split excludes interleaving, --uneven-pp and the embedding/loss split");

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,10 +13,66 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <sstream>
 
 namespace dtplan {
 
 namespace {
+
+// Records where a document starts and whether it holds anything but one null.
+class DocumentProbe final : public YAML::EventHandler {
+ public:
+  YAML::Mark start;
+  bool only_null = true;
+  void OnDocumentStart(const YAML::Mark& m) override {
+    start = m;
+    only_null = true;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { only_null = false; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    only_null = false;
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    only_null = false;
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    only_null = false;
+  }
+  void OnMapEnd() override {}
+};
+
+// yaml-cpp 0.7 (Debian 12's) loops for ever in LoadAll, allocating, when a document starts with
+// a token its parser cannot place, e.g. a file holding ",": the parser reports a null document
+// without consuming the token, again and again (jbeder/yaml-cpp#1040; fixed upstream by #1319,
+// after 0.7.0). So the documents are probed here, two at most, before YAML::Load builds the
+// first: a second "document" that is a lone null where no '---' or '...' starts is that token,
+// and a syntax error at it.
+void probe_documents(const std::string& text, const std::string& path) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentProbe probe;
+  if (!parser.HandleNextDocument(probe)) return;  // empty: the caller says so
+  const YAML::Mark first = probe.start;
+  const bool first_null = probe.only_null;
+  if (!parser.HandleNextDocument(probe)) return;
+  const YAML::Mark m = probe.start;
+  const auto at = static_cast<size_t>(std::max(0, m.pos));
+  const bool marker = text.compare(at, 3, "---") == 0 || text.compare(at, 3, "...") == 0;
+  if ((probe.only_null && !marker) || (m.pos == first.pos && first_null)) {
+    const char ch = at < text.size() ? text[at] : ' ';
+    throw InputError({path, m.line + 1, m.column + 1}, "",
+                     ch >= 0x21 && ch <= 0x7e ? fmt::format("syntax error: unexpected '{}'", ch)
+                                              : std::string("syntax error: unexpected character"));
+  }
+  throw InputError({path, m.line + 1, m.column + 1}, "",
+                   "the file holds more than one YAML document ('---'); give one");
+}
 
 struct OpenMark {
   char ch;
@@ -154,13 +212,10 @@ YAML::Node load_yaml_file(const std::string& path) {
   check_quotes_closed(text, path);
   const bool json = path.ends_with(".json");
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.empty() || !docs[0].IsDefined() || docs[0].IsNull())
-      throw InputError({path, 1, 1}, "", "file is empty");
-    if (docs.size() > 1)
-      throw InputError(location_of(docs[1], path), "",
-                       "the file holds more than one YAML document ('---'); give one");
-    return docs[0];
+    probe_documents(text, path);
+    YAML::Node doc = YAML::Load(text);
+    if (!doc.IsDefined() || doc.IsNull()) throw InputError({path, 1, 1}, "", "file is empty");
+    return doc;
   } catch (const YAML::Exception& e) {
     const int line = e.mark.line + 1, col = e.mark.column + 1;
     if (auto q = runaway_quote_before(text, line))

@@ -82,7 +82,7 @@ const DpStage& dp_stage_of(StageTimes& st, const ModelSpec& m, const Plan& p, in
   };
   EstimatorCache::Impl* ci = st.memo;
   if (!ci || p.zero < 0 || p.zero > 3) return own = compute();
-  const DpKey key{ci->placement_gen, st.pp, p.vpp, p.split_key(), grad_bytes};
+  const DpKey key{ci->placement_gen, st.pp, p.vpp, layout_key(p), grad_bytes};
   if (ci->dp_for != key) {
     ci->dp_for = key;
     for (int z = 0; z < 4; ++z) {
@@ -352,7 +352,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   const int dp_dim = static_cast<int>(CommDim::kDP);
   comm.charge(dp_dim, dp_early.time_s, dp_early.exposed_s, dp_early.bytes);
   comm.charge(dp_dim, dp_trail.trailing_s, dp_trail.trailing_exposed_s, dp_trail.trailing_bytes);
-  if (pp > 1 && m.tied_embeddings) {
+  if (pp > 1 && m.tied_embeddings && loss_rank(p) != 0) {  // a V keeps both on rank 0
     GroupPlacement g;
     g.size = 2;
     g.ranks_per_node = 1;

@@ -26,6 +26,10 @@ namespace dtplan {
 
 inline constexpr int kMaxStages = kMaxPipelineStages;  // core/plan.h: validate_plan refuses more
 
+// The layer split in one number, with whether the schedule is V-shaped (which ranks hold which
+// chunks, and where the loss is): what caches of per-rank layers, parameters and times key on.
+inline int layout_key(const Plan& p) { return p.split_key() | (v_shaped(p) ? 1 << 30 : 0); }
+
 // The plan fields the per-layer op costs depend on (with the model, cluster and workload fixed).
 struct LayerKey {
   int tp, cp, mbs, ep, etp;
@@ -159,7 +163,7 @@ inline MemoryKey memory_key(const LayerCostSet* costs, const IPipelineSchedule* 
           mb,
           p.recompute,
           p.sp,
-          p.split_key(),
+          layout_key(p),
           p.main_grads_fp32};
 }
 
@@ -353,12 +357,12 @@ struct EstimatorCache::Impl {
   const RankLayers* split_for(const ModelSpec& m, const Plan& p) {
     for (size_t i = 0; i < splits.size(); ++i) {
       const StageSplit& s = splits[i];
-      if (s.pp == p.pp && s.vpp == p.vpp && s.split == p.split_key()) {
+      if (s.pp == p.pp && s.vpp == p.vpp && s.split == layout_key(p)) {
         if (i > 0) std::swap(splits[0], splits[i]);
         return splits[0].ranks.data();
       }
     }
-    StageSplit s{p.pp, p.vpp, p.split_key(), {}};
+    StageSplit s{p.pp, p.vpp, layout_key(p), {}};
     s.ranks.reserve(static_cast<size_t>(p.pp));
     for (int r = 0; r < p.pp; ++r) s.ranks.push_back(layers_on_rank(m, p, r));
     splits.insert(splits.begin(), std::move(s));

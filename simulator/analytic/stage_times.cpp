@@ -35,7 +35,7 @@ StageTimes& prepare(void* local, const ModelSpec& m, const Cluster& c, const Wor
                                             p.flash_attention,
                                             p.tp_comm_overlap,
                                             p.ep_comm_overlap,
-                                            p.split_key()};
+                                            layout_key(p)};
     if (!(ci->shape == shape && ci->shape_order == p.rank_order)) {
       ci->shape.reset();  // until the lookups below are done
       ci->shape_costs = &ci->layer_costs_for(m, c, w, p);
@@ -95,7 +95,7 @@ CommLedger stage_comm(const StageTimes& st, const Plan& p, int i, double t_p2p) 
   add(dense, l.dense, rl.dense);
   add(moe, l.moe, rl.moe);
   if (i == 0) add(emb, 1, emb_r);
-  if (i == pp - 1) add(head, 1, head_r);
+  if (i == loss_rank(p)) add(head, 1, head_r);
   if (pp > 1) {
     // Each micro-batch sends an activation and a gradient per chunk boundary; the rank
     // waits for the exchanges its schedule blocks on.
@@ -137,6 +137,7 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
   // with (without it the dev set's MAPE goes from 6.38% to 7.1%, 6.77% after a refit), so it
   // stays until the missing costs it hides are modelled (docs/performance-model.md §3).
   const double emb_r = 1, head_r = 1;
+  const int head_rank = loss_rank(p);  // the output layer and loss (rank 0 in a V)
   int busiest = 0;
   double busiest_t = -1;
   double busiest_compute = 0, busiest_recompute = 0, busiest_overhead = 0;
@@ -174,7 +175,7 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
     add(dense, l.dense, rl.dense, comp, rec, ovh);
     add(moe, l.moe, rl.moe, comp, rec, ovh);
     if (i == 0) add(emb, 1, emb_r, comp, rec, ovh);
-    if (i == pp - 1) add(head, 1, head_r, comp, rec, ovh);
+    if (i == head_rank) add(head, 1, head_r, comp, rec, ovh);
     if (pp > 1) {
       const double hops = pipeline_exchanges_per_pass(i, pp, p.vpp);
       f[i] += hops * t_p2p;
@@ -216,7 +217,7 @@ void run_stages(StageTimes& st, const HardwareProfile& hw, const Plan& p, StepCo
   }
   // With `detail` the loop runs anyway (the cached times do not include it); its times are
   // the same, so the key stays valid.
-  const StageKey key{st.costs,    st.memo->placement_gen, st.pp, p.vpp, p.split_key(),
+  const StageKey key{st.costs,    st.memo->placement_gen, st.pp, p.vpp, layout_key(p),
                      p.recompute, p.recompute_layers};
   if (st.memo->stage_key == key && !detail) return;
   stage_loop(st, hw, p, detail);
@@ -260,7 +261,7 @@ void memory_peak(MemoryPeak& out, const StageTimes& st, const ModelSpec& m, cons
   // Their parameters do not depend on ZeRO, recomputation, micro-batch or schedule: kept.
   const ParamsOnRank* params = nullptr;
   if (EstimatorCache::Impl* ci = st.memo) {
-    const std::array<int, 6> key{p.tp, p.ep, p.etp, p.pp, p.vpp, p.split_key()};
+    const std::array<int, 6> key{p.tp, p.ep, p.etp, p.pp, p.vpp, layout_key(p)};
     if (ci->edge_params_for != key) {
       for (int k = 0; k < visited; ++k)
         ci->edge_params[static_cast<size_t>(k)] =

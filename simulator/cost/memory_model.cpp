@@ -80,10 +80,11 @@ ParamsOnRank params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan
   }
   const double emb = static_cast<double>(m.vocab) * m.hidden / t;
   if (rank == 0) out.dense += emb + static_cast<double>(c.position);
-  // The last stage holds the output layer: its own matrix, or a copy of the tied embedding
-  // when the embedding lives on another stage.
-  if (rank == p.pp - 1 && (!m.tied_embeddings || p.pp > 1)) out.dense += emb;
-  if (rank == p.pp - 1) out.dense += static_cast<double>(m.hidden);  // final norm
+  // The loss rank (the last, or rank 0 in a V) holds the output layer: its own matrix, or a
+  // copy of the tied embedding when the embedding lives on another rank.
+  const int lr = loss_rank(p);
+  if (rank == lr && (!m.tied_embeddings || lr != 0)) out.dense += emb;
+  if (rank == lr) out.dense += static_cast<double>(m.hidden);  // final norm
   return out;
 }
 
@@ -205,7 +206,7 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
   s.activations_bytes += inflight * per_mb;
   if (rank == 0)
     s.activations_bytes += inflight * tokens * m.hidden / sp_div;  // embedding dropout mask
-  if (rank == p.pp - 1) {
+  if (rank == loss_rank(p)) {
     // Logits (16-bit) and fp32 cross-entropy scratch for the micro-batch being processed.
     s.activations_bytes +=
         tokens * static_cast<double>(m.vocab) / p.tp * (2 + 4) + tokens * 2.0 * m.hidden / sp_div;

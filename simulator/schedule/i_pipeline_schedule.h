@@ -145,5 +145,10 @@ PipelineTime pipeline_time_with_rank_bubble(const PipelineInput& in, Unit unit) 
 const IPipelineSchedule* find_schedule(const std::string& name);
 // The plan's schedule; 1F1B when there is no pipeline (pp = 1). Null for an unknown name.
 const IPipelineSchedule* plan_schedule(const Plan& p);
+// The pipeline rank that holds the output layer and the loss: the last one, or rank 0 under a
+// V-shaped schedule, whose second chunk runs back down to rank 0 (task_flow.h, holds_loss).
+int loss_rank(const Plan& p);
+// Whether the plan's schedule is V-shaped (rank r holds chunks r and 2p - 1 - r).
+bool v_shaped(const Plan& p);
 
 }  // namespace dtplan

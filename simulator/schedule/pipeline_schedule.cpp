@@ -32,6 +32,14 @@ const IPipelineSchedule* find_schedule(const std::string& name) {
   return Registry<IPipelineSchedule>::global().find(name);
 }
 
+bool v_shaped(const Plan& p) {
+  if (p.pp <= 1) return false;
+  const IPipelineSchedule* s = plan_schedule(p);
+  return s && s->v_shape();
+}
+
+int loss_rank(const Plan& p) { return v_shaped(p) ? 0 : p.pp - 1; }
+
 const IPipelineSchedule* plan_schedule(const Plan& p) {
   static const IPipelineSchedule* const one_f_one_b = find_schedule("1f1b");
   if (p.pp <= 1) return one_f_one_b;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "simulator/schedule/i_pipeline_schedule.h"
+
 namespace dtplan {
 
 // Layers in chunk c of n chunks (even split; with uneven_pp the first and last chunks give up
@@ -54,8 +56,10 @@ RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
     return r;
   }
   const int chunks = p.pp * p.vpp;
+  // A V-shaped schedule runs its odd chunks back down: rank r holds chunks r and 2p - 1 - r.
+  const bool v_shape = v_shaped(p);
   for (int v = 0; v < p.vpp; ++v) {
-    const int c = v * p.pp + rank;
+    const int c = v * p.pp + (v_shape && v % 2 == 1 ? p.pp - 1 - rank : rank);
     int begin = 0, end = 0;
     if (counted)
       counted_range(m.layers, chunks, c, p.account_for_embedding ? 1 : 0,

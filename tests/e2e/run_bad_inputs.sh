@@ -31,10 +31,12 @@ while IFS= read -r line; do
   id=$(awk -F' ;; ' '{print $1}' <<<"$line")
   args=$(awk -F' ;; ' '{print $2}' <<<"$line")
   want=$(awk -F' ;; ' '{print $3}' <<<"$line")
-  err=$(eval "\"$bin\" $args" 2>&1 >/dev/null)
+  # A hang is a failure too (60 s each, far above any case's time on a busy machine).
+  err=$(eval "timeout 60 \"$bin\" $args" 2>&1 >/dev/null)
   rc=$?
   problem=""
-  [[ $rc -ne 2 ]] && problem="exit code $rc, expected 2"
+  [[ $rc -eq 124 ]] && problem="hung (no answer in 60 s)"
+  [[ -z "$problem" && $rc -ne 2 ]] && problem="exit code $rc, expected 2"
   [[ -z "$problem" ]] && ! contains_in_order "$err" "$want" && problem="message does not contain: $want"
   [[ -z "$problem" && "$err" == *"Sanitizer"* ]] && problem="sanitizer report"
   [[ -z "$problem" && "$err" == *"internal error"* ]] && problem="internal error"

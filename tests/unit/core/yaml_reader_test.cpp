@@ -1,5 +1,10 @@
 // The strict YAML reader: positions are 1-based and point at the defect.
+#include "core/yaml_reader.h"
+
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 #include "core/model_spec.h"
@@ -75,6 +80,31 @@ TEST(YamlReader, SyntaxErrorHasPosition) {
   InputError e = parse_error("name: [unclosed\nsource: x\n");
   EXPECT_GT(e.location().line, 0);
   EXPECT_NE(std::string(e.what()).find("syntax error"), std::string::npos);
+}
+
+// A lone ',' made yaml-cpp 0.7's LoadAll loop for ever, allocating (jbeder/yaml-cpp#1040):
+// load_yaml_file probes the documents first and answers with a syntax error at the token.
+TEST(YamlReader, LoneCommaIsASyntaxErrorNotAHang) {
+  const auto path = std::filesystem::temp_directory_path() / "dtplan_lone_comma.yaml";
+  for (const char* text : {",\n", ",", "a: 1\n,\n", "- x\n,\n", "[1],\n"}) {
+    std::ofstream(path) << text;
+    try {
+      load_yaml_file(path.string());
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("syntax error"), std::string::npos) << e.what();
+      EXPECT_GT(e.location().line, 0) << e.what();
+    }
+  }
+  // Two documents are still named as such.
+  std::ofstream(path) << "a: 1\n---\nb: 2\n";
+  try {
+    load_yaml_file(path.string());
+    ADD_FAILURE() << "two documents accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than one YAML document"), std::string::npos);
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(YamlReader, NestedUnknownKeyHasDottedPath) {

@@ -140,6 +140,13 @@ TEST(Heterogeneous, SimulatorAgreesWithTheClosedForm) {
     const des::StepSimResult r = des::simulate_step(m, mixed, w, p, /*link_sharing=*/false);
     EXPECT_LT(rel(r.estimate.step_time_s, r.analytic_step_s), 0.01) << p.describe();
   }
+  // The A100 group first: the slowest stage is the first, and 1F1B's closed form (m max t +
+  // sum t - max t) is an upper bound on the timeline, which hides part of the fill and drain.
+  const Cluster a100_first = groups_of({{"dgx-a100-80g", 1}, {"dgx-h100", 3}});
+  const Plan p = plan(8, 4, 1, 0, 64);
+  const des::StepSimResult r = des::simulate_step(m, a100_first, w, p, /*link_sharing=*/false);
+  EXPECT_LE(r.estimate.step_time_s, r.analytic_step_s * (1 + 1e-9));
+  EXPECT_GT(r.estimate.step_time_s, 0.9 * r.analytic_step_s);
 }
 
 // Every stage's memory against its own GPU: an A100 40GB group and an A100 80GB group.
@@ -302,6 +309,32 @@ TEST(StageSplit, SearchLoadsTheFasterGroupMore) {
   for (const Candidate& c : r.top)
     if (c.plan.split_stages == 0) even = std::min(even, c.estimate.step_time_s);
   EXPECT_LT(r.top[0].estimate.step_time_s, even);
+}
+
+// A V-shaped schedule's second chunk runs back down to rank 0, which holds the loss
+// (simulator/schedule/task_flow.h, holds_loss): the output layer's time and weights are rank 0's,
+// not the last rank's, and the step's work is the same as interleaving's with two chunks.
+TEST(VSchedules, TheOutputLayerIsOnRankZero) {
+  const ModelSpec m = load_model("llama3-8b");  // untied output layer
+  const Cluster c = homogeneous("dgx-h100", 32);
+  const Workload w = work(64);
+  Plan inter = plan(8, 4, 1, 0, 64, 2);
+  Plan v = inter;
+  v.schedule = "zb-v";
+  StepCosts di, dv;
+  estimate(m, c, w, inter, {}, nullptr, &di);
+  estimate(m, c, w, v, {}, nullptr, &dv);
+  double si = 0, sv = 0;
+  for (size_t i = 0; i < 4; ++i) si += di.f[i], sv += dv.f[i];
+  EXPECT_NEAR(si, sv, 1e-12 * si);
+  const double moved = dv.f[0] - di.f[0];
+  EXPECT_GT(moved, 0);
+  EXPECT_NEAR(di.f[3] - dv.f[3], moved, 1e-9 * si);
+  const auto mi = all_stage_memory(m, w, inter), mv = all_stage_memory(m, w, v);
+  // The output matrix (vocab x hidden / tp, 16-bit weights) moves from the last rank to rank 0.
+  const double out_bytes = 128256.0 * 4096 / 8 * 2;
+  EXPECT_NEAR(mv[0].weights_bytes - mi[0].weights_bytes, out_bytes, 0.01 * out_bytes);
+  EXPECT_NEAR(mi[3].weights_bytes - mv[3].weights_bytes, out_bytes, 0.01 * out_bytes);
 }
 
 // The cluster YAML: groups of {profile, nodes}, located errors.
