@@ -255,7 +255,12 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   r.failure = apply_job_options(s, o.precision, r.cluster, violations);
   Workload& w = r.workload;
   w.seq_len = o.seq;
-  w.precision = parse_precision(o.precision).value_or(Precision::kBf16);
+  if (const auto pr = parse_precision(o.precision))
+    w.precision = *pr;
+  else  // a --from file can hold any text; the flag's own check only sees the command line
+    violations.push_back(
+        {"--precision",
+         fmt::format("unknown precision '{}'; known: bf16, fp16, fp8", o.precision)});
   apply_fp8_options(o.fp8_recipe, o.fp8_amax_history_len, r.cluster.profile, w, violations);
   w.train_tokens = o.train_tokens;
   Plan& p = r.plan;

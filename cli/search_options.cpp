@@ -242,7 +242,12 @@ SearchSetup make_search_setup(const SearchFlags& f) {
   Workload& w = s.workload;
   w.train_tokens = f.train_tokens;
   w.seq_len = f.seq;
-  w.precision = *parse_precision(f.precision);
+  // A --from file can hold any text here; the flag's own check only sees the command line.
+  const std::optional<Precision> precision = parse_precision(f.precision);
+  if (!precision)
+    throw InputError({}, "--precision",
+                     fmt::format("unknown precision '{}'; known: bf16, fp16, fp8", f.precision));
+  w.precision = *precision;
   {
     std::vector<Violation> v;
     s.failure = apply_job_options(f.spec, f.precision, s.cluster, v);

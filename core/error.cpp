@@ -17,7 +17,11 @@ static std::string format_message(const SourceLocation& loc, const std::string& 
                                   const std::string& reason) {
   std::string out = loc.to_string();
   if (!out.empty()) out += ": ";
-  if (!field.empty()) out += fmt::format("field '{}': ", field);
+  // A flag is named as the command line spells it; a file's field as a field.
+  if (field.starts_with("--"))
+    out += field + ": ";
+  else if (!field.empty())
+    out += fmt::format("field '{}': ", field);
   out += reason;
   return out;
 }

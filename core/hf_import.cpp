@@ -174,6 +174,8 @@ ModelSpec import_hf_config(const std::string& path, const std::string& name) {
       "model_type {})",
       p.filename().string(), model_type);
   m.file = path;
+  if (const auto v = model_bounds_violation(m))
+    y.fail_here(v->field.empty() ? v->reason : v->field + " " + v->reason);
   return m;
 }
 

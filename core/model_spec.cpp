@@ -128,6 +128,49 @@ ParamCounts count_params(const ModelSpec& m) {
   return c;
 }
 
+std::optional<BoundViolation> model_bounds_violation(const ModelSpec& m) {
+  struct Bound {
+    const char* field;
+    double value, max;
+  };
+  const double experts = m.moe ? m.moe->experts : 0;
+  const Bound bounds[] = {
+      {"layers", static_cast<double>(m.layers), 16384},
+      {"hidden", static_cast<double>(m.hidden), 1 << 20},
+      {"heads", static_cast<double>(m.heads), 1 << 16},
+      {"kv_heads", static_cast<double>(m.kv_heads), 1 << 16},
+      {"head_dim", static_cast<double>(m.head_dim), 1 << 16},
+      {"ffn_hidden", static_cast<double>(m.ffn_hidden), 1 << 24},
+      {"vocab", static_cast<double>(m.vocab), 1 << 24},
+      {"max_seq", static_cast<double>(m.max_seq), 1 << 30},
+      {"mtp_layers", static_cast<double>(m.mtp_layers), 64},
+      {"moe.experts", experts, 1 << 16},
+      {"moe.expert_ffn_hidden", m.moe ? static_cast<double>(m.moe->expert_ffn_hidden) : 0, 1 << 24},
+      {"moe.shared_experts", m.moe ? static_cast<double>(m.moe->shared_experts) : 0, 1024},
+      {"moe.shared_ffn_hidden", m.moe ? static_cast<double>(m.moe->shared_ffn_hidden) : 0, 1 << 24},
+      {"moe.layer_freq", m.moe ? static_cast<double>(m.moe->layer_freq) : 0, 16384},
+  };
+  for (const Bound& b : bounds)
+    if (b.value > b.max)
+      return BoundViolation{b.field, fmt::format("must be <= {:.0f}, got {:.0f}", b.max, b.value)};
+  // Parameters, in floating point (every product below fits a double's range): attention,
+  // MLP or experts per layer, embedding and output.
+  const double h = static_cast<double>(m.hidden), hd = m.head_dim;
+  const double attention = h * hd * (2.0 * m.heads + 2.0 * m.kv_heads);
+  double mlp = 3.0 * h * static_cast<double>(m.ffn_hidden);
+  if (m.moe)
+    mlp =
+        std::max(mlp, 3.0 * h *
+                          (experts * static_cast<double>(m.moe->expert_ffn_hidden) +
+                           m.moe->shared_experts * static_cast<double>(m.moe->shared_ffn_hidden)));
+  const double total =
+      m.layers * (attention + mlp) * (1.0 + m.mtp_layers) + 2.0 * h * static_cast<double>(m.vocab);
+  if (total > 1e15)
+    return BoundViolation{
+        "", fmt::format("about {:.3g} parameters: dtplan plans models of up to 1e15", total)};
+  return std::nullopt;
+}
+
 static ModelSpec model_from_yaml(const YAML::Node& root, const std::string& file) {
   YamlMap y(root, file, "");
   ModelSpec m;
@@ -195,6 +238,12 @@ static ModelSpec model_from_yaml(const YAML::Node& root, const std::string& file
     m.mla = a;
   }
   y.finish();
+  if (const auto v = model_bounds_violation(m)) {
+    const std::string key = v->field.starts_with("moe.") ? v->field.substr(4) : v->field;
+    if (v->field.starts_with("moe.")) y.get_map("moe").fail(key, v->reason);
+    if (!v->field.empty() && y.has(key)) y.fail(key, v->reason);
+    y.fail_here(v->field.empty() ? v->reason : v->field + " " + v->reason);
+  }
   return m;
 }
 

@@ -102,6 +102,16 @@ struct ParamCounts {
 
 ParamCounts count_params(const ModelSpec& m);
 
+// Bounds on a model's shape, so that parameter and FLOP counts stay exact in 64 bits: each field
+// far above any published model (hidden 2^20, layers 16,384, heads 2^16, ...) and at most 10^15
+// parameters in all (the largest published models hold a few 10^12). The first field out of
+// bounds and why, or nullopt. Every model loader (model YAML, HF config.json, ground-truth cases)
+// refuses such a model at its file.
+struct BoundViolation {
+  std::string field, reason;
+};
+std::optional<BoundViolation> model_bounds_violation(const ModelSpec& m);
+
 // Reads and validates a model YAML. Throws InputError with file:line:col.
 ModelSpec load_model_file(const std::string& path);
 // Parses a YAML document already in memory (`file` names it in errors).

@@ -370,18 +370,22 @@ double scalar_double(const YAML::Node& n, const std::string& file, const std::st
   return v;
 }
 
-int64_t YamlMap::get_int(std::string_view key, int64_t min_value) {
+int64_t YamlMap::get_int(std::string_view key, int64_t min_value, int64_t max_value) {
   YAML::Node n = require(key);
   int64_t v = scalar_int(n, file_, field(key));
   if (v < min_value)
     throw InputError(location_of(n, file_), field(key),
                      fmt::format("must be >= {}, got {}", min_value, v));
+  if (v > max_value)
+    throw InputError(location_of(n, file_), field(key),
+                     fmt::format("must be <= {}, got {}", max_value, v));
   return v;
 }
 
-std::optional<int64_t> YamlMap::opt_int(std::string_view key, int64_t min_value) {
+std::optional<int64_t> YamlMap::opt_int(std::string_view key, int64_t min_value,
+                                        int64_t max_value) {
   if (!has(key)) return std::nullopt;
-  return get_int(key, min_value);
+  return get_int(key, min_value, max_value);
 }
 
 double YamlMap::get_double(std::string_view key, double min_value, bool min_inclusive) {

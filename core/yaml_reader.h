@@ -32,8 +32,12 @@ class YamlMap {
   const std::string& file() const { return file_; }
   std::string field(std::string_view key) const;  // dotted path of a child
 
-  int64_t get_int(std::string_view key, int64_t min_value = 1);
-  std::optional<int64_t> opt_int(std::string_view key, int64_t min_value = 1);
+  // Every integer field is at most kMaxFieldInt (counts are stored as int; a larger value would
+  // wrap to another number); fields whose products can grow have tighter bounds where read.
+  static constexpr int64_t kMaxFieldInt = 2147483647;  // 2^31 - 1
+  int64_t get_int(std::string_view key, int64_t min_value = 1, int64_t max_value = kMaxFieldInt);
+  std::optional<int64_t> opt_int(std::string_view key, int64_t min_value = 1,
+                                 int64_t max_value = kMaxFieldInt);
   double get_double(std::string_view key, double min_value, bool min_inclusive = false);
   std::optional<double> opt_double(std::string_view key, double min_value,
                                    bool min_inclusive = false);

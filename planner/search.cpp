@@ -48,10 +48,15 @@ const char* describe(Rejection r) {
 
 namespace {
 
+// Ascending; O(sqrt n), and no loop counter that could pass INT_MAX.
 std::vector<int> divisors(int n) {
-  std::vector<int> d;
-  for (int i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
+  std::vector<int> d, upper;
+  for (int64_t i = 1; i * i <= n; ++i)
+    if (n % i == 0) {
+      d.push_back(static_cast<int>(i));
+      if (i * i != n) upper.push_back(static_cast<int>(n / i));
+    }
+  d.insert(d.end(), upper.rbegin(), upper.rend());
   return d;
 }
 

@@ -69,6 +69,8 @@ ModelSpec case_model(YamlMap& y, int64_t seq_len) {
     m.mla = a;
   }
   y.finish();
+  if (const auto v = model_bounds_violation(m))
+    y.fail_here(v->field.empty() ? v->reason : v->field + " " + v->reason);
   return m;
 }
 
