@@ -89,7 +89,19 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
                    Degree{"--vpp", p.vpp}, Degree{"--mbs", p.mbs}}) {
     if (d.value < 1) add(d.flag, fmt::format("must be >= 1, got {}", d.value));
   }
+  // The flags' own ranges, for plans that did not come through them (launch/report --from,
+  // what-if files): one check for every path.
+  if (w.seq_len < 1 || w.seq_len > (int64_t{1} << 30))
+    add("--seq", fmt::format("must lie in 1..2^30, got {}", w.seq_len));
+  const int64_t batch = p.gbs > 0 ? p.gbs : w.global_batch;
+  if (batch < 1 || batch > (int64_t{1} << 40))
+    add("--gbs", fmt::format("must lie in 1..2^40 sequences, got {}", batch));
   if (!v.empty()) return v;  // the checks below divide by these
+  // Micro-batches are counted as int: at most 2^24 per data-parallel replica are modelled.
+  if (batch / (int64_t{p.mbs} * p.dp) > (int64_t{1} << 24))
+    add("--gbs", fmt::format("{} sequences make {} micro-batches per data-parallel replica; at most "
+                             "2^24 = 16,777,216 are modelled",
+                             batch, batch / (int64_t{p.mbs} * p.dp)));
 
   if (int64_t{p.tp} * p.pp * p.cp * p.dp != num_gpus)
     add("--dp", fmt::format("world size tp*pp*cp*dp = {}*{}*{}*{} = {} does not equal the {} GPUs",

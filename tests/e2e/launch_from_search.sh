@@ -20,4 +20,21 @@ done
 grep -qx -- '--tensor-model-parallel-size' run_megatron/megatron_args.txt
 tp=$(python3 -c 'import json;print(json.load(open("plans.json"))["top"][0]["plan"]["tp"])')
 [[ "$(grep -A1 -x -- '--tensor-model-parallel-size' run_megatron/megatron_args.txt | tail -1)" == "$tp" ]]
-echo "1 passed, 0 failed"
+# A --from file goes through the same checks as the flags (issue #21): a sequence length of
+# -2048 or an unknown precision in it exits 2 naming the flag, and writes nothing.
+python3 - <<'PY'
+import json
+j = json.load(open("plans.json"))
+j["top"][0]["plan"]["seq"] = -2048
+json.dump(j, open("bad_seq.json", "w"))
+j = json.load(open("plans.json"))
+j["flags"]["precision"] = "fp4"
+json.dump(j, open("bad_precision.json", "w"))
+PY
+rc=0; "$bin" launch --from bad_seq.json --format megatron --out run_bad 2> bad_seq.err || rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--seq: must lie in 1..2^30, got -2048" bad_seq.err && [[ ! -e run_bad ]] ||
+  { echo "FAIL: launch --from with seq -2048: rc $rc: $(cat bad_seq.err)"; exit 1; }
+rc=0; "$bin" report --from bad_precision.json --out bad.md 2> bad_precision.err || rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--precision: unknown precision 'fp4'" bad_precision.err && [[ ! -e bad.md ]] ||
+  { echo "FAIL: report --from with precision fp4: rc $rc: $(cat bad_precision.err)"; exit 1; }
+echo "2 passed, 0 failed"
