@@ -99,9 +99,10 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
   if (!v.empty()) return v;  // the checks below divide by these
   // Micro-batches are counted as int: at most 2^24 per data-parallel replica are modelled.
   if (batch / (int64_t{p.mbs} * p.dp) > (int64_t{1} << 24))
-    add("--gbs", fmt::format("{} sequences make {} micro-batches per data-parallel replica; at most "
-                             "2^24 = 16,777,216 are modelled",
-                             batch, batch / (int64_t{p.mbs} * p.dp)));
+    add("--gbs",
+        fmt::format("{} sequences make {} micro-batches per data-parallel replica; at most "
+                    "2^24 = 16,777,216 are modelled",
+                    batch, batch / (int64_t{p.mbs} * p.dp)));
 
   if (int64_t{p.tp} * p.pp * p.cp * p.dp != num_gpus)
     add("--dp", fmt::format("world size tp*pp*cp*dp = {}*{}*{}*{} = {} does not equal the {} GPUs",
