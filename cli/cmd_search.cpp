@@ -25,6 +25,19 @@ namespace dtplan::cli {
 
 namespace {
 
+// One CSV field (RFC 4180): quoted when it holds a comma, quote or line break, and a leading
+// '=', '+', '-', '@' or tab/CR made text (a leading quote) so that no spreadsheet runs it as a
+// formula (OWASP, "CSV Injection").
+std::string csv_field(const std::string& s) {
+  std::string v = s;
+  if (!v.empty() && std::string_view("=+-@\t\r").find(v.front()) != std::string_view::npos)
+    v.insert(v.begin(), '\'');
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
 std::string layout(const Plan& p) {
   std::string sched = p.pp > 1 ? p.schedule.str() : "-";
   if (p.split_stages > 0) sched += fmt::format(" {}:{}", p.split_stages, p.split_layers);
@@ -348,7 +361,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
         c += fmt::format(
             "{},{:.1f}B,{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.4f},{:.3f},{:.1f},{:."
             "1f},{:.4f},{:.2f}\n",
-            model.name, params_b, w.seq_len, p.tp, p.pp, p.cp, p.ep, p.dp, p.mbs, p.vpp,
+            csv_field(model.name), params_b, w.seq_len, p.tp, p.pp, p.cp, p.ep, p.dp, p.mbs, p.vpp,
             model.layers, model.hidden, model.ffn_hidden, p.gbs, cluster.nodes(),
             cluster.profile.node.gpus_per_node, p.zero, to_string(p.recompute),
             p.pp > 1

@@ -68,6 +68,16 @@ std::string markdown_cell(std::string_view text) {
       case '`':
         out += "\\`";
         break;
+      // No link or image from a name: `[x](u)` and `![x](u)` lose their brackets' meaning.
+      case '[':
+        out += "\\[";
+        break;
+      case ']':
+        out += "\\]";
+        break;
+      case '!':
+        out += "\\!";
+        break;
       default:
         out += ch;
     }

@@ -15,8 +15,9 @@ std::string html_escape(std::string_view text);
 // only inside strings, where \u003c means the same character: JSON.parse gives the original.
 std::string json_for_script(std::string_view json);
 
-// Text for a Markdown table cell: '|' escaped, newlines flattened, and '<' '&' written as
-// entities so that no input can open an HTML tag in the rendered Markdown ('>' alone cannot).
+// Text for a Markdown table cell: '|' escaped, newlines flattened, '<' '&' written as entities so
+// that no input can open an HTML tag in the rendered Markdown ('>' alone cannot), and '[' ']'
+// '!' '`' escaped so that none can open a link, an image or code.
 std::string markdown_cell(std::string_view text);
 
 }  // namespace dtplan::reports

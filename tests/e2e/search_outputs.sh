@@ -44,4 +44,14 @@ one = json.load(open("one.json"))
 check(one["ranked_per_token"] is False and "gbs_searched" not in one["workload"], "one batch")
 check(all(t["plan"]["gbs"] == 64 for t in one["top"]), "one batch: plans' gbs")
 PY
-echo "1 passed, 0 failed"
+# A model name with a comma, a quote and a leading '=' stays one CSV field, as text (issue #21:
+# rows split and spreadsheets ran names as formulas).
+sed 's/^name: .*/name: "=HYPERLINK(\\"http:\/\/x\\"),evil"/' "$DTPLAN_DATA_DIR/models/llama3-8b.yaml" > evil.yaml
+"$bin" search -m evil.yaml -c dgx-h100 -g 8 --gbs 64 --top 2 --csv evil.csv > /dev/null 2>&1
+python3 - <<'PY'
+import csv
+rows = list(csv.reader(open("evil.csv")))
+assert len(rows) >= 2 and all(len(r) == len(rows[0]) for r in rows), rows
+assert rows[1][0] == "'=HYPERLINK(\"http://x\"),evil", rows[1][0]
+PY
+echo "2 passed, 0 failed"

@@ -148,6 +148,8 @@ TEST(Report, EmbeddedJsonSurvivesEscaping) {
   EXPECT_EQ(nlohmann::json::parse(safe), nlohmann::json::parse(json));
   EXPECT_EQ(html_escape("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
   EXPECT_EQ(markdown_cell("a|b<i>\n"), "a\\|b&lt;i> ");  // '>' alone opens no tag
+  // CommonMark: a backslash before ASCII punctuation makes it literal, so no link or image.
+  EXPECT_EQ(markdown_cell("![x](http://e/a.png)[y](u)"), "\\!\\[x\\](http://e/a.png)\\[y\\](u)");
 }
 
 // Every pipe table: a delimiter row, and the header's cell count in every row.
