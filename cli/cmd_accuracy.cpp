@@ -181,7 +181,7 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
                             {"overlap_grad_reduce", "off"},
                             {"overlap_param_gather", "off"},
                             {"tp_comm_overlap", "off"}}}};
-      text = j.dump(2) + "\n";
+      text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     } else {
       fmt::format_to(o, "{:<58} {:>11} {:>11} {:>8}\n", "case", "predicted s", "measured s",
                      "error");

@@ -68,7 +68,7 @@ static int run_claims(const std::string& path, const ClaimCheckOptions& opt, boo
                                        : checked ? nlohmann::json(true)
                                                  : nlohmann::json(nullptr)},
                         {"claims", all}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}", text);
   }
@@ -174,7 +174,7 @@ void register_check(CLI::App& app, CommandContext& ctx) {
       j["warnings"] = warnings_to_json(*fw);
     }
     if (json) {
-      fmt::print("{}\n", j.dump(2));
+      fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       fmt::print("model {} ({}) from {}\n", m.name, m.display_name, m.file);
       fmt::print("  {} layers, hidden {}, {} heads ({} KV, head dim {}), FFN {} {}, vocab {}{}\n",

@@ -226,7 +226,7 @@ void register_collective(CLI::App& app, CommandContext& ctx) {
           c.push_back({{"bytes", x.bytes}, {"from", x.from}, {"to", x.to}});
         j["crossovers"] = c;
       }
-      fmt::print("{}\n", j.dump(2));
+      fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       fmt::print("{} of {} ({:.0f} B) on {} GPUs of {}: {} per {} on {} {}(s)\n", op_name,
                  human_bytes(bytes), bytes, gpus, hw.name, g.ranks_per_node, unit, g.nodes, unit);

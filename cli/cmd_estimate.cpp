@@ -73,7 +73,7 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       j["warnings"] = warnings_to_json(fw);
       for (const NumberWarning& w : u.warnings)
         j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
-      text = j.dump(2) + "\n";
+      text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     } else {
       text = estimate_to_text(r, e, opt.flops) + framework_to_text(fw);
       for (const NumberWarning& w : u.warnings)

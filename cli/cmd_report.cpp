@@ -103,9 +103,9 @@ void register_report(CLI::App& app, CommandContext& ctx) {
     reports::ReportOptions ropt;
     ropt.alternatives = ropt.heatmap = !no_alternatives;
     ropt.failure = setup.failure;
-    const reports::ReportData data =
-        reports::build_report(setup.model, setup.cluster, setup.workload, setup.space,
-                              setup.options, r, source.dump(2) + "\n", ropt);
+    const reports::ReportData data = reports::build_report(
+        setup.model, setup.cluster, setup.workload, setup.space, setup.options, r,
+        source.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", ropt);
     write_file_atomic(out, reports::render_report(data, format));
     fmt::print(stderr, "wrote {} ({} ranked plans, {} alternatives) in {:.2f} s\n", out,
                data.top.size(), data.alternatives.size(), r.elapsed_s + data.generation_s);

@@ -204,7 +204,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
         }
         j["budget"] = b;
       }
-      text = j.dump(2) + "\n";
+      text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     } else if (answer_only) {
       if (deadline) text += deadline_to_text(*deadline, flags, cluster);
       if (budget)

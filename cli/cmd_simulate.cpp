@@ -166,7 +166,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       j["simulated_memory"] = stages;
       j["framework"] = framework_to_json(fw);
       j["warnings"] = warnings_to_json(fw);
-      fmt::print("{}\n", j.dump(2));
+      fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       fmt::print("{}", estimate_to_text(r, s.estimate, FlopsConvention::kCausalHalf));
       fmt::print(

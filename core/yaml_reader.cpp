@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +47,38 @@ class DocumentProbe final : public YAML::EventHandler {
   }
   void OnMapEnd() override {}
 };
+
+// The first byte that is not part of well-formed UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF), as a located error: names and paths from a file reach
+// the JSON outputs, which hold UTF-8 only.
+void check_utf8(const std::string& text, const std::string& path) {
+  int line = 1, col = 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    uint32_t cp = n == 1 ? b : n == 2 ? (b & 0x1Fu) : n == 3 ? (b & 0x0Fu) : (b & 0x07u);
+    for (size_t k = 1; ok && k < n; ++k) {
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      ok = (c >> 6) == 0x2;
+      cp = (cp << 6) | (c & 0x3Fu);
+    }
+    if (ok)
+      ok = (n == 1) || (n == 2 && cp >= 0x80) ||
+           (n == 3 && cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)) ||
+           (n == 4 && cp >= 0x10000 && cp <= 0x10FFFF);
+    if (!ok)
+      throw InputError({path, line, col}, "",
+                       fmt::format("invalid UTF-8 (byte 0x{:02X}); files must be UTF-8 text", b));
+    if (b == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+    i += n;
+  }
+}
 
 // yaml-cpp 0.7 (Debian 12's) loops for ever in LoadAll, allocating, when a document starts with
 // a token its parser cannot place, e.g. a file holding ",": the parser reports a null document
@@ -209,6 +242,7 @@ YAML::Node load_yaml_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError({path, 0, 0}, "", "cannot be read");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  check_utf8(text, path);
   check_quotes_closed(text, path);
   const bool json = path.ends_with(".json");
   try {

@@ -505,7 +505,7 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
     j["scenarios"].push_back(column_json(c));
     d.columns.push_back(std::move(c));
   }
-  d.source_json = j.dump(2) + "\n";
+  d.source_json = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   d.generation_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return d;

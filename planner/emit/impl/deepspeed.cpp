@@ -131,7 +131,8 @@ class DeepSpeedEmitter final : public IEmitter {
         "deepspeed --num_nodes={} --num_gpus={} --hostfile=hostfile \\\n"
         "  \"$MEGATRON_DS_DIR/pretrain_gpt.py\" \"${{ARGS[@]}}\" \"${{TRAIN_ARGS[@]}}\" \"$@\"\n",
         nodes, gpn);
-    return {{"ds_config.json", ds.dump(2) + "\n", false},
+    return {{"ds_config.json",
+             ds.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", false},
             {"megatron_deepspeed_args.txt", list, false},
             {"hostfile", hosts, false},
             {"train_deepspeed.sh", s, true}};

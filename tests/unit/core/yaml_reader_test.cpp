@@ -107,6 +107,33 @@ TEST(YamlReader, LoneCommaIsASyntaxErrorNotAHang) {
   std::filesystem::remove(path);
 }
 
+// Names reach the JSON outputs, which hold UTF-8 only: well-formed UTF-8 of every length
+// loads, anything else is refused where it stands (RFC 3629).
+TEST(YamlReader, Utf8IsCheckedWhereItStands) {
+  const auto path = std::filesystem::temp_directory_path() / "dtplan_utf8.yaml";
+  std::ofstream(path) << "name: \"caf\xc3\xa9 \xe2\x80\x93 \xe5\x90\x8d \xf0\x9f\x9a\x80\"\n";
+  EXPECT_EQ(load_yaml_file(path.string())["name"].as<std::string>(),
+            "caf\xc3\xa9 \xe2\x80\x93 \xe5\x90\x8d \xf0\x9f\x9a\x80");
+  struct Bad {
+    const char* text;
+    int column;
+  };
+  for (const Bad& b : {Bad{"a: \"\xff\"\n", 5}, Bad{"a: \xc0\xaf\n", 4},  // overlong '/'
+                       Bad{"a: \xed\xa0\x80\n", 4},                       // surrogate
+                       Bad{"a: \xf4\x90\x80\x80\n", 4},                   // above U+10FFFF
+                       Bad{"a: 1\nb: \xe2\x80\n", 4}}) {                  // cut short
+    std::ofstream(path, std::ios::binary) << b.text;
+    try {
+      load_yaml_file(path.string());
+      ADD_FAILURE() << "accepted " << b.text;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("invalid UTF-8"), std::string::npos) << e.what();
+      EXPECT_EQ(e.location().column, b.column) << e.what();
+    }
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(YamlReader, NestedUnknownKeyHasDottedPath) {
   InputError e = parse_error(std::string(kGood) + "moe:\n  expert: 8\n  topk: 2\n");
   EXPECT_EQ(e.field(), "moe.expert");  // a misspelled required key is named as such
