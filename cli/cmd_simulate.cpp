@@ -24,6 +24,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   static std::vector<std::string> slow_gpu, slow_link;
   static double jitter = 0;
   static int64_t seed = 1;
+  static int max_ranks = des::kMaxAllRanks;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
   add_resilience_options(*cmd, spec);
@@ -40,8 +41,14 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--ranks", ranks,
                   "stage: one representative rank per pipeline stage (its data- and "
                   "tensor-parallel peers are identical); all: every GPU, each on its own links "
-                  "(studies up to 16384 GPUs)")
+                  "(up to --max-ranks GPUs; replicas that share no link and are alike are "
+                  "simulated once)")
       ->check(CLI::IsMember({"stage", "all"}))
+      ->capture_default_str();
+  cmd->add_option("--max-ranks", max_ranks,
+                  "The most GPUs --ranks all simulates (a guard against runs that would not "
+                  "finish: without symmetry, e.g. with --jitter, every replica is simulated)")
+      ->check(CLI::Range(1, 2097151))
       ->capture_default_str();
   const char* fg = "Faults (docs/simulator.md)";
   cmd->add_option("--slow-gpu", slow_gpu,
@@ -63,11 +70,11 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       "With no model, cluster or plan flag, simulates the built-in example: GPT-3 175B on 32 "
       "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
   cmd->callback([&ctx, cmd] {
-    if (!any_option_given(
-            *cmd, {"--json", "--trace", "--contention", "--ranks", "--framework",
-                   "--loader-tokens-per-s-per-node", "--async-save", "--restart-s",
-                   "--checkpoint-interval-s", "--skipped-steps", "--straggler-fraction",
-                   "--straggler-factor", "--slow-gpu", "--slow-link", "--jitter", "--seed"})) {
+    if (!any_option_given(*cmd, {"--json", "--trace", "--contention", "--ranks", "--framework",
+                                 "--loader-tokens-per-s-per-node", "--async-save", "--restart-s",
+                                 "--checkpoint-interval-s", "--skipped-steps",
+                                 "--straggler-fraction", "--straggler-factor", "--slow-gpu",
+                                 "--slow-link", "--jitter", "--seed", "--max-ranks"})) {
       apply_builtin_defaults(spec, plan);
       fmt::print(stderr,
                  "dtplan simulate: no model, cluster or plan given; using the built-in example "
@@ -115,15 +122,19 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
     faults.slow_links = parse_pairs(slow_link, "--slow-link", "NODE");
     faults.jitter_sigma = jitter;
     faults.seed = static_cast<uint64_t>(seed);
-    des::StepSimResult s =
-        des::simulate_step(r.model, r.cluster, r.workload, r.plan, contention == "on",
-                           !trace.empty(), ranks == "all", faults);
+    des::SimOptions so;
+    so.link_sharing = contention == "on";
+    so.record_trace = !trace.empty();
+    so.all_ranks = ranks == "all";
+    so.max_ranks = max_ranks;
+    des::StepSimResult s = des::simulate_step(r.model, r.cluster, r.workload, r.plan, so, faults);
     // The same step without the faults, to say what they cost.
     double clean_step_s = s.estimate.step_time_s;
-    if (!faults.empty())
-      clean_step_s = des::simulate_step(r.model, r.cluster, r.workload, r.plan, contention == "on",
-                                        false, ranks == "all")
-                         .estimate.step_time_s;
+    if (!faults.empty()) {
+      so.record_trace = false;
+      clean_step_s =
+          des::simulate_step(r.model, r.cluster, r.workload, r.plan, so).estimate.step_time_s;
+    }
     if (!trace.empty()) {
       const std::string json_text = des::trace_json(s.trace, s.ranks, s.gpus, r.plan.pp);
       write_file_atomic(trace, json_text);
@@ -140,6 +151,8 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       j["analytic_step_time_s"] = s.analytic_step_s;
       j["simulated_events"] = s.events;
       j["simulated_ranks"] = s.ranks;
+      j["distinct_simulated_ranks"] = s.simulated_ranks;  // after the symmetry reduction
+      j["independent_replica_groups"] = s.replica_groups;
       j["rank_set"] = ranks;  // --ranks: stage or all
       j["contention"] = contention == "on";
       if (!faults.empty()) {
@@ -172,7 +185,12 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       fmt::print(
           "\nsimulated {} events on {} rank(s){}; closed-form step time {:.3f} s (the simulated "
           "step is {:+.2f}% against it)\n",
-          s.events, s.ranks, ranks == "all" ? " (every GPU)" : " (one per stage)",
+          s.events, s.ranks,
+          ranks != "all"                ? " (one per stage)"
+          : s.simulated_ranks < s.ranks ? fmt::format(" (every GPU: {} independent replica groups, "
+                                                      "{} ranks simulated, the rest alike)",
+                                                      s.replica_groups, s.simulated_ranks)
+                                        : std::string(" (every GPU)"),
           s.analytic_step_s,
           100 * (s.estimate.step_time_s - s.analytic_step_s) / s.analytic_step_s);
       if (!faults.empty()) {

@@ -3,7 +3,6 @@ find_package(yaml-cpp REQUIRED)          # 0.7: target `yaml-cpp`, no namespace
 find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
-find_package(Boost 1.74 REQUIRED)        # Boost.Graph is header-only
 find_package(Threads REQUIRED)
 # OpenBLAS: the cpu calibration backend's GEMM (libopenblas-dev).
 find_library(DTPLAN_OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-pthread)

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
 
+#include "core/error.h"
 #include "simulator/des/engine.h"
 #include "simulator/des/resources.h"
 #include "simulator/des/topology.h"
@@ -45,6 +48,10 @@ constexpr Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB, kW = ScheduleTask::
 // Engine event kinds of the simulation.
 enum EventKind : uint32_t { kTaskDone = 0, kArrived = 1, kDpDone = 2 };
 
+// Bits of a message payload's receiver, sender and slot fields.
+constexpr int kFieldBits = 21;
+constexpr uint64_t kFieldMask = (uint64_t{1} << kFieldBits) - 1;
+
 class Sim final : public Handler {
  public:
   Sim(const PipelineSimInput& in, const IPipelineSchedule& schedule, bool trace)
@@ -57,6 +64,11 @@ class Sim final : public Handler {
     id_ = engine_.add_handler(this);
     const int v = in.v, m = in.m;
     const int p = ranks_ = in.p * std::max(1, in.replicas);  // every simulated rank
+    if (static_cast<uint64_t>(p) > kFieldMask || static_cast<uint64_t>(v) * m > kFieldMask)
+      throw InputError({}, "--ranks",
+                       fmt::format("a simulation of {} ranks x {} chunk micro-batches is beyond "
+                                   "the simulator's {} of each",
+                                   p, static_cast<int64_t>(v) * m, kFieldMask));
     for (int s = 0; s < p; ++s) {
       if (s >= in.p)  // replicas run their stage's order
         orders_.push_back(orders_[static_cast<size_t>(s % in.p)]);
@@ -82,6 +94,7 @@ class Sim final : public Handler {
     dp_end_.assign(static_cast<size_t>(p), 0.0);
     dp_start_.assign(static_cast<size_t>(p), {});
     compute_done_.assign(static_cast<size_t>(p), 0);
+    current_start_.assign(static_cast<size_t>(p), 0.0);
     if (in.hw && static_cast<int>(in.gpu.size()) == p) {  // a GPU for every simulated rank
       std::vector<int> gpus = in.gpu;
       gpus.insert(gpus.end(), in.dp_pred.begin(), in.dp_pred.end());
@@ -148,10 +161,10 @@ class Sim final : public Handler {
     } else if (kind == kDpDone) {
       dp_done(static_cast<int>(payload & 0xffffffffu), static_cast<int>(payload >> 32));
     } else {
-      const int pass = static_cast<int>(payload >> 56);
-      const int to = static_cast<int>((payload >> 40) & 0xffff);
+      const int pass = pass_of(payload);
+      const int to = receiver(payload);
       const int from = sender(payload);
-      const int idx = static_cast<int>(payload & 0xffffff);
+      const size_t idx = slot_of(payload);
       ready_[static_cast<size_t>(pass)][static_cast<size_t>(to)][static_cast<size_t>(idx)] = 1;
       // A task may send two messages (an overlapped pair): the sender waits for both.
       if (--sending_[static_cast<size_t>(from)] == 0) {
@@ -241,7 +254,7 @@ class Sim final : public Handler {
     }
     busy_[su] = true;
     if (t.pass == kF || t.pass == kFB) peak_live_[su] = std::max(peak_live_[su], ++live_[su]);
-    current_start_[s] = engine_.now();
+    current_start_[static_cast<size_t>(s)] = engine_.now();
     busy_s_[su] += dur;
     engine_.schedule_in(dur, id_, kTaskDone, static_cast<uint64_t>(s));
   }
@@ -284,19 +297,27 @@ class Sim final : public Handler {
 
   // "act 3.1": the activations of micro-batch 3, chunk 1 ("grad": input gradients).
   std::string message_name(uint64_t payload) const {
-    const size_t idx = payload & 0xffffff;
-    return fmt::format("{}{}.{}", (payload >> 56) == kF ? "act " : "grad ",
+    const size_t idx = slot_of(payload);
+    return fmt::format("{}{}.{}", pass_of(payload) == kF ? "act " : "grad ",
                        idx % static_cast<size_t>(in_.m), idx / static_cast<size_t>(in_.m));
   }
 
-  // A message's payload: pass, receiver, sender and the receiver's input slot.
+  // A message's payload: pass (1 bit), receiver, sender (kFieldBits each) and the receiver's
+  // input slot (kFieldBits); the constructor refuses larger simulations.
   static uint64_t pack(int pass, int to, int from, size_t idx) {
-    return (static_cast<uint64_t>(pass) << 56) | (static_cast<uint64_t>(to) << 40) |
-           (static_cast<uint64_t>(from) << 24) | idx;
+    return (static_cast<uint64_t>(pass) << 63) | (static_cast<uint64_t>(to) << (2 * kFieldBits)) |
+           (static_cast<uint64_t>(from) << kFieldBits) | idx;
   }
-  static int sender(uint64_t payload) { return static_cast<int>((payload >> 24) & 0xffff); }
+  static int pass_of(uint64_t payload) { return static_cast<int>(payload >> 63); }
+  static int receiver(uint64_t payload) {
+    return static_cast<int>((payload >> (2 * kFieldBits)) & kFieldMask);
+  }
+  static int sender(uint64_t payload) {
+    return static_cast<int>((payload >> kFieldBits) & kFieldMask);
+  }
+  static size_t slot_of(uint64_t payload) { return payload & kFieldMask; }
   // The input a message fills, whoever sends it (the payload without its sender).
-  static uint64_t input_key(uint64_t payload) { return payload & ~(uint64_t{0xffff} << 24); }
+  static uint64_t input_key(uint64_t payload) { return payload & ~(kFieldMask << kFieldBits); }
 
   void transfer(uint64_t payload, int from, int to, int link) {
     if (in_.p2p_bytes <= 0 || in_.p2p_bytes_per_s <= 0) {  // free: no transfer to show
@@ -337,7 +358,7 @@ class Sim final : public Handler {
         }
       }
     }
-    if (trace_) record_task(s, t, current_start_[s], now);
+    if (trace_) record_task(s, t, current_start_[static_cast<size_t>(s)], now);
     if (t.pass != kF && t.pass != kW) --live_[su];  // a backward frees its activations
     if (t.pass == kF || t.pass == kFB) done_f_[su][slot(t.chunk, t.mb)] = 1;
     if (t.hold) {
@@ -452,7 +473,11 @@ class Sim final : public Handler {
   // counter-based generator (splitmix64) keyed on the group, the stage and the task, so the
   // group's simulated ranks draw alike and every run is reproducible.
   double jitter(int s, size_t k) const {
-    const uint64_t group = static_cast<uint64_t>((s / in_.p) / std::max(1, in_.jitter_group));
+    const int replica = s / in_.p;
+    const int full = static_cast<size_t>(replica) < in_.replica_index.size()
+                         ? in_.replica_index[static_cast<size_t>(replica)]
+                         : replica;
+    const uint64_t group = static_cast<uint64_t>(full / std::max(1, in_.jitter_group));
     const uint64_t stage = static_cast<uint64_t>(s % in_.p);
     double worst = 0;
     auto mix = [](uint64_t z) {  // splitmix64's finalizer: every input bit reaches every output bit
@@ -516,16 +541,230 @@ class Sim final : public Handler {
   std::vector<std::vector<Task>> held_;  // per rank: outputs waiting for a communication point
   std::vector<char> post_after_send_;    // per rank: a serial task's receives wait for its sends
   std::vector<std::vector<char>> done_f_;
-  std::unordered_map<int, double> current_start_;
+  std::vector<double> current_start_;  // per rank: its running task's start
   std::vector<TraceEvent> trace_events_;
 };
+
+// ---- Symmetry reduction (PipelineSimInput::reduce_symmetry) ----
+
+constexpr uint64_t kRouteEnd = ~uint64_t{0};  // separates routes in a replica's key list
+
+// The fabric links every flow of replica r may cross, as one list of routes: per rank, its
+// sends to each neighbour its schedule sends to, then its data-parallel ring route (the halves
+// Topology::ring_route takes), each route ended by kRouteEnd.
+void replica_routes(const PipelineSimInput& in, const RailFabric& fabric,
+                    const std::vector<std::vector<int>>& dests, int r, std::vector<uint64_t>& out,
+                    std::vector<uint64_t>& scratch) {
+  const bool dp_flows = static_cast<int>(in.dp_s.size()) == in.p;
+  for (int s = 0; s < in.p; ++s) {
+    const auto k = static_cast<size_t>(r * in.p + s);
+    for (int to : dests[static_cast<size_t>(s)]) {
+      fabric.route(in.gpu[k], in.gpu[static_cast<size_t>(r * in.p + to)], out);
+      out.push_back(kRouteEnd);
+    }
+    if (dp_flows && in.dp_s[static_cast<size_t>(s)] > 0 && k < in.dp_pred.size() &&
+        k < in.dp_succ.size() && in.dp_pred[k] >= 0 && in.dp_succ[k] >= 0) {
+      scratch.clear();
+      fabric.route(in.gpu[k], in.dp_succ[k], scratch);
+      out.insert(out.end(), scratch.begin(),
+                 scratch.begin() + static_cast<std::ptrdiff_t>(scratch.size() / 2));
+      scratch.clear();
+      fabric.route(in.dp_pred[k], in.gpu[k], scratch);
+      out.insert(out.end(), scratch.begin() + static_cast<std::ptrdiff_t>(scratch.size() / 2),
+                 scratch.end());
+      out.push_back(kRouteEnd);
+    }
+  }
+}
+
+struct Reduction {
+  std::vector<std::vector<int>> groups;  // replicas of each independent group, ascending
+  std::vector<int> kind;                 // per group: its kind (index of its first group)
+};
+
+// Groups replicas that share a link (union-find over the links of their routes) and sorts
+// the groups into kinds by a signature of everything that drives their simulation.
+Reduction find_symmetry(const PipelineSimInput& in, bool v_shape) {
+  const int R = in.replicas, p = in.p;
+  const RailFabric fabric(*in.hw, in.num_gpus);
+  std::vector<std::vector<int>> dests(static_cast<size_t>(p));
+  for (int s = 0; s < p; ++s)
+    for (const Pass pass : {kF, kB})
+      for (int c = 0; c < in.v; ++c) {
+        const PipelineHop h = pipeline_hop(v_shape, p, in.v, pass, s, c);
+        auto& d = dests[static_cast<size_t>(s)];
+        if (h.to >= 0 && !h.local && std::find(d.begin(), d.end(), h.to) == d.end())
+          d.push_back(h.to);
+      }
+  std::vector<uint64_t> keys, scratch;
+  std::vector<size_t> begin(static_cast<size_t>(R) + 1, 0);
+  for (int r = 0; r < R; ++r) {
+    replica_routes(in, fabric, dests, r, keys, scratch);
+    begin[static_cast<size_t>(r) + 1] = keys.size();
+  }
+  // Union-find: replicas that cross a common link belong to one group.
+  std::vector<int> parent(static_cast<size_t>(R));
+  for (int r = 0; r < R; ++r) parent[static_cast<size_t>(r)] = r;
+  auto find = [&](int x) {
+    while (parent[static_cast<size_t>(x)] != x)
+      x = parent[static_cast<size_t>(x)] =
+          parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
+    return x;
+  };
+  std::vector<std::pair<uint64_t, int>> users;
+  users.reserve(keys.size());
+  for (int r = 0; r < R; ++r)
+    for (size_t i = begin[static_cast<size_t>(r)]; i < begin[static_cast<size_t>(r) + 1]; ++i)
+      if (keys[i] != kRouteEnd) users.emplace_back(keys[i], r);
+  std::sort(users.begin(), users.end());
+  for (size_t i = 1; i < users.size(); ++i)
+    if (users[i].first == users[i - 1].first) {
+      const int a = find(users[i].second), b = find(users[i - 1].second);
+      if (a != b) parent[static_cast<size_t>(std::max(a, b))] = std::min(a, b);
+    }
+  Reduction out;
+  std::vector<int> group_of_root(static_cast<size_t>(R), -1);
+  for (int r = 0; r < R; ++r) {
+    int& g = group_of_root[static_cast<size_t>(find(r))];
+    if (g < 0) {
+      g = static_cast<int>(out.groups.size());
+      out.groups.emplace_back();
+    }
+    out.groups[static_cast<size_t>(g)].push_back(r);
+  }
+  // Signature of a group: its size; per rank its slowdown and jitter key; its routes with the
+  // links renamed in order of first use, each with its kind and fault factor.
+  auto bits = [](double x) {
+    uint64_t b = 0;
+    std::memcpy(&b, &x, sizeof b);
+    return b;
+  };
+  auto slow_factor = [&](uint64_t key) {
+    double f = 1.0;
+    if (const int node = fabric.nic_node(key); node >= 0)
+      for (const auto& [n, x] : in.slow_nodes)
+        if (n == node) f = std::max(f, x);
+    return f;
+  };
+  std::map<std::vector<uint64_t>, int> kinds;
+  std::unordered_map<uint64_t, uint64_t> rename;
+  std::vector<uint64_t> sig;
+  for (size_t g = 0; g < out.groups.size(); ++g) {
+    sig.assign(1, out.groups[g].size());
+    rename.clear();
+    for (int r : out.groups[g]) {
+      for (int st = 0; st < p; ++st) {
+        const auto k = static_cast<size_t>(r * p + st);
+        sig.push_back(k < in.slowdown.size() ? bits(in.slowdown[k]) : bits(1.0));
+        const int full = static_cast<size_t>(r) < in.replica_index.size()
+                             ? in.replica_index[static_cast<size_t>(r)]
+                             : r;
+        sig.push_back(
+            in.jitter_sigma > 0 ? static_cast<uint64_t>(full / std::max(1, in.jitter_group)) : 0);
+      }
+      for (size_t i = begin[static_cast<size_t>(r)]; i < begin[static_cast<size_t>(r) + 1]; ++i) {
+        const uint64_t key = keys[i];
+        if (key == kRouteEnd) {
+          sig.push_back(kRouteEnd);
+          continue;
+        }
+        const auto [it, fresh] = rename.emplace(key, rename.size());
+        sig.push_back(it->second * 8 + key % 8);
+        sig.push_back(bits(slow_factor(key)));
+        (void)fresh;
+      }
+    }
+    const auto [it, fresh] = kinds.emplace(sig, static_cast<int>(g));
+    out.kind.push_back(it->second);
+    (void)fresh;
+  }
+  return out;
+}
+
+// The input of one group: its replicas' ranks, everything per stage unchanged.
+PipelineSimInput group_input(const PipelineSimInput& in, const std::vector<int>& replicas) {
+  PipelineSimInput sub = in;
+  sub.replicas = static_cast<int>(replicas.size());
+  sub.reduce_symmetry = false;
+  sub.gpu.clear();
+  sub.dp_pred.clear();
+  sub.dp_succ.clear();
+  sub.slowdown.clear();
+  sub.replica_index.clear();
+  for (int r : replicas) {
+    sub.replica_index.push_back(static_cast<size_t>(r) < in.replica_index.size()
+                                    ? in.replica_index[static_cast<size_t>(r)]
+                                    : r);
+    for (int st = 0; st < in.p; ++st) {
+      const auto k = static_cast<size_t>(r * in.p + st);
+      sub.gpu.push_back(in.gpu[k]);
+      if (k < in.dp_pred.size()) sub.dp_pred.push_back(in.dp_pred[k]);
+      if (k < in.dp_succ.size()) sub.dp_succ.push_back(in.dp_succ[k]);
+      if (k < in.slowdown.size()) sub.slowdown.push_back(in.slowdown[k]);
+    }
+  }
+  return sub;
+}
 
 }  // namespace
 
 PipelineSimResult simulate_pipeline(const PipelineSimInput& in, const IPipelineSchedule& schedule,
                                     bool record_trace) {
-  Sim sim(in, schedule, record_trace);
-  return sim.run();
+  const int ranks = in.p * std::max(1, in.replicas);
+  if (!in.reduce_symmetry || in.replicas <= 1 || !in.hw ||
+      static_cast<int>(in.gpu.size()) != ranks) {
+    Sim sim(in, schedule, record_trace);
+    PipelineSimResult r = sim.run();
+    r.simulated_ranks = ranks;
+    return r;
+  }
+  const Reduction red = find_symmetry(in, schedule.v_shape());
+  PipelineSimResult out;
+  out.busy_s.assign(static_cast<size_t>(ranks), 0);
+  out.send_blocked_s.assign(static_cast<size_t>(ranks), 0);
+  out.peak_inflight_microbatches.assign(static_cast<size_t>(ranks), 0);
+  out.dp_end_s.assign(static_cast<size_t>(ranks), 0);
+  out.replica_groups = static_cast<int>(red.groups.size());
+  // One simulation per kind, copied to the groups of that kind.
+  std::vector<PipelineSimResult> kind_result(red.groups.size());
+  for (size_t g = 0; g < red.groups.size(); ++g)
+    if (red.kind[g] == static_cast<int>(g)) {
+      const PipelineSimInput sub = group_input(in, red.groups[g]);
+      Sim sim(sub, schedule, record_trace);
+      kind_result[g] = sim.run();
+      out.events += kind_result[g].events;
+      out.simulated_ranks += sub.p * sub.replicas;
+    }
+  long flow_base = 0;
+  for (size_t g = 0; g < red.groups.size(); ++g) {
+    const PipelineSimResult& k = kind_result[static_cast<size_t>(red.kind[g])];
+    out.makespan_s = std::max(out.makespan_s, k.makespan_s);
+    out.pipeline_end_s = std::max(out.pipeline_end_s, k.pipeline_end_s);
+    const std::vector<int>& reps = red.groups[g];
+    auto full_rank = [&](int sim_rank) {
+      return reps[static_cast<size_t>(sim_rank / in.p)] * in.p + sim_rank % in.p;
+    };
+    for (size_t i = 0; i < k.busy_s.size(); ++i) {
+      const auto f = static_cast<size_t>(full_rank(static_cast<int>(i)));
+      out.busy_s[f] = k.busy_s[i];
+      out.send_blocked_s[f] = k.send_blocked_s[i];
+      out.peak_inflight_microbatches[f] = k.peak_inflight_microbatches[i];
+      out.dp_end_s[f] = k.dp_end_s[i];
+    }
+    if (record_trace) {
+      long flows = 0;
+      for (TraceEvent t : k.trace) {
+        t.stage = full_rank(t.stage);
+        if (t.flow >= 0) {
+          flows = std::max(flows, t.flow + 1);
+          t.flow += flow_base;
+        }
+        out.trace.push_back(std::move(t));
+      }
+      flow_base += flows;
+    }
+  }
+  return out;
 }
 
 }  // namespace dtplan::des

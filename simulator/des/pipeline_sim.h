@@ -68,6 +68,15 @@ struct PipelineSimInput {
   double jitter_sigma = 0;
   int jitter_group = 1;
   uint64_t jitter_seed = 1;
+  // Per simulated replica, its index among all replicas (the jitter draws are keyed on it);
+  // empty: 0 .. replicas - 1. The symmetry reduction sets it for the replicas it simulates.
+  std::vector<int> replica_index;
+  // Symmetry (replicas > 1 on a topology): replicas whose flows share no link with other
+  // replicas' form independent groups; groups alike in everything that drives the simulation
+  // (their routes' link pattern and rates, slowdowns, jitter draws) run the same timeline, so
+  // one of each kind is simulated and its result copied to the others. Exact: the result equals
+  // the full simulation (tests/unit/simulator/symmetry_test.cpp). false: simulate every replica.
+  bool reduce_symmetry = true;
 };
 
 // Streams of a simulated rank, for the trace (one thread each).
@@ -101,6 +110,10 @@ struct PipelineSimResult {
   long events = 0;
   double pipeline_end_s = 0;     // the last compute task's end
   std::vector<double> dp_end_s;  // per rank: when its gradient reduction finished
+  // Ranks actually simulated (p x replicas without the symmetry reduction) and the independent
+  // replica groups found (1 when the replicas share links, or without replicas).
+  int simulated_ranks = 0;
+  int replica_groups = 1;
 };
 
 // Runs each rank's task order of `schedule` (its plug-in's task_order) on the timeline.

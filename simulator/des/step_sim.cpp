@@ -49,8 +49,9 @@ int stage_of_rank(const Plan& p, int rank) {
 bool simulator_supports(const std::string& s) { return find_schedule(s) != nullptr; }
 
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                            bool link_sharing, bool record_trace, bool all_ranks,
-                            const SimFaults& faults) {
+                            const SimOptions& options, const SimFaults& faults) {
+  const bool link_sharing = options.link_sharing, record_trace = options.record_trace,
+             all_ranks = options.all_ranks;
   for (const auto& [g, f] : faults.slow_gpus)
     if (g < 0 || g >= c.num_gpus)
       throw InputError({}, "--slow-gpu",
@@ -59,11 +60,12 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
     if (n < 0 || n >= c.nodes())
       throw InputError({}, "--slow-link",
                        fmt::format("node {} is not one of the {} nodes", n, c.nodes()));
-  if (all_ranks && c.num_gpus > kMaxAllRanks)
+  if (all_ranks && c.num_gpus > options.max_ranks)
     throw InputError({}, "--ranks",
-                     fmt::format("'all' simulates every GPU and is limited to {} GPUs ({} here); "
-                                 "the default (one rank per stage) covers any size",
-                                 kMaxAllRanks, c.num_gpus));
+                     fmt::format("'all' simulates every GPU and is limited to {} GPUs ({} here; "
+                                 "--max-ranks raises the limit); the default (one rank per "
+                                 "stage) covers any size",
+                                 options.max_ranks, c.num_gpus));
   if (p.pp > 1 && !simulator_supports(p.schedule)) {
     const auto v = validate_schedule(p);
     throw InputError({}, "--schedule", v.empty() ? "unknown schedule" : v.front().reason);
@@ -161,6 +163,7 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   in.jitter_sigma = faults.jitter_sigma;
   in.jitter_group = p.tp * p.cp;
   in.jitter_seed = faults.seed;
+  in.reduce_symmetry = options.reduce_symmetry;
   const IPipelineSchedule* order = plan_schedule(p);
   PipelineSimResult sim = simulate_pipeline(in, *order, record_trace);
   // Live activations: the timeline's peak per stage against the schedule's statement; each
@@ -180,6 +183,8 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   r.trace = std::move(sim.trace);
   r.gpus = in.gpu;
   r.ranks = in.p * in.replicas;
+  r.simulated_ranks = sim.simulated_ranks;
+  r.replica_groups = sim.replica_groups;
 
   // Replace the closed-form pipeline and data-parallel reduction by the simulated ones; keep
   // the optimizer (and, with ZeRO-3, the closed form's per-layer gathers and reductions).

@@ -25,6 +25,10 @@ struct StepSimResult {
   std::vector<TraceEvent> trace;
   std::vector<int> gpus;  // per simulated rank: its GPU (global rank)
   int ranks = 0;          // simulated ranks: pp, or every GPU with all_ranks
+  // Of those, the ranks the simulator ran (fewer when alike replicas share one simulation) and
+  // the independent replica groups it found.
+  int simulated_ranks = 0;
+  int replica_groups = 1;
   // Per pipeline stage: the most micro-batches whose activations the timeline held at once,
   // what the schedule plug-in states, and the stage's peak memory with the simulated count.
   std::vector<double> peak_inflight_microbatches, schedule_inflight_microbatches;
@@ -47,11 +51,29 @@ int stage_of_rank(const Plan& p, int rank);
 bool simulator_supports(const std::string& schedule);
 
 // `all_ranks`: simulate every GPU (each pipeline replica, each TP/CP rank with its own NIC
-// rail) instead of one representative rank per stage; for studies up to kMaxAllRanks GPUs.
-inline constexpr int kMaxAllRanks = 16384;
+// rail) instead of one representative rank per stage, up to `max_ranks` GPUs (simulate
+// --max-ranks). Replicas that share no link and are alike run one simulation between them
+// (PipelineSimInput::reduce_symmetry), so a symmetric 131,072-GPU step costs about one replica.
+inline constexpr int kMaxAllRanks = 131072;
+struct SimOptions {
+  bool link_sharing = true;
+  bool record_trace = false;
+  bool all_ranks = false;
+  int max_ranks = kMaxAllRanks;
+  bool reduce_symmetry = true;  // false: simulate every replica (the reference the tests use)
+};
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
-                            bool link_sharing = true, bool record_trace = false,
-                            bool all_ranks = false, const SimFaults& faults = {});
+                            const SimOptions& options, const SimFaults& faults = {});
+inline StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                   const Plan& p, bool link_sharing = true,
+                                   bool record_trace = false, bool all_ranks = false,
+                                   const SimFaults& faults = {}) {
+  SimOptions o;
+  o.link_sharing = link_sharing;
+  o.record_trace = record_trace;
+  o.all_ranks = all_ranks;
+  return simulate_step(m, c, w, p, o, faults);
+}
 
 // Chrome/Perfetto trace JSON (CONVENTIONS.md §6): a process per simulated rank (pipeline
 // stage), a thread per stream (compute, pp send, pp recv, dp), an X slice per task or

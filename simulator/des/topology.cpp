@@ -1,10 +1,7 @@
 #include "simulator/des/topology.h"
 
 #include <algorithm>
-#include <boost/graph/adjacency_list.hpp>
 #include <limits>
-#include <set>
-#include <unordered_map>
 
 #include "core/units.h"
 
@@ -12,128 +9,130 @@ namespace dtplan::des {
 
 namespace {
 
-struct EdgeProps {
-  double capacity_bytes_per_s = 0;
-  double nominal_bytes_per_s = 0;
-  int link = -1;  // flow-network link, created on first use
+// Link keys: index x 8 + kind. GPU links are indexed by GPU, NIC links by node x nics + rail,
+// spine links by rail.
+enum LinkKind : uint64_t {
+  kGpuSwUp = 0,
+  kGpuSwDown = 1,
+  kGpuNicUp = 2,
+  kGpuNicDown = 3,
+  kNicLeafUp = 4,
+  kNicLeafDown = 5,
+  kLeafSpineUp = 6,
+  kLeafSpineDown = 7,
 };
-
-using BGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
-                                     EdgeProps>;
-using Vertex = boost::graph_traits<BGraph>::vertex_descriptor;
-using Edge = boost::graph_traits<BGraph>::edge_descriptor;
+uint64_t key(LinkKind kind, int64_t index) { return static_cast<uint64_t>(index) * 8 + kind; }
 
 }  // namespace
 
-struct Topology::Graph {
-  BGraph g;
-  std::unordered_map<int, Vertex> gpu;  // global rank -> vertex
-  // Breadth-first search scratch, reused by every route: the tree edge into each vertex and
-  // the search that reached it last.
-  std::vector<Edge> via;
-  std::vector<uint32_t> seen;
-  std::vector<Vertex> queue;
-  uint32_t search = 0;
-};
+RailFabric::RailFabric(const HardwareProfile& hw, int num_gpus)
+    : per_node_(std::max(1, hw.node.gpus_per_node)),
+      domain_(std::max(per_node_, hw.node.placement_domain_gpus())),
+      nics_(std::max(1, hw.scale_out.nics_per_node)),
+      num_gpus_(std::max(1, num_gpus)),
+      nvlink_(hw.node.nvlink_gbps_per_direction * units::kGB),
+      nic_(hw.scale_out.nic_gbps * units::kGB) {
+  const int nodes = (num_gpus_ + per_node_ - 1) / per_node_;
+  uplink_ = nodes * nic_ / std::max(1.0, hw.scale_out.oversubscription);
+}
 
-Topology::Topology(const HardwareProfile& hw, int num_gpus, const std::vector<int>& gpus,
-                   FlowNetwork& net, const std::vector<std::pair<int, double>>& slow_nodes)
-    : g_(std::make_unique<Graph>()), net_(net) {
-  const int per_node = std::max(1, hw.node.gpus_per_node);
-  const int domain = std::max(per_node, hw.node.placement_domain_gpus());
-  const int nics = std::max(1, hw.scale_out.nics_per_node);
-  const int nodes = std::max(1, (num_gpus + per_node - 1) / per_node);
-  const double nvlink = hw.node.nvlink_gbps_per_direction * units::kGB;
-  const double nic = hw.scale_out.nic_gbps * units::kGB;
-  const double uplink = nodes * nic / std::max(1.0, hw.scale_out.oversubscription);
-  BGraph& g = g_->g;
-  auto both = [&](Vertex a, Vertex b, double cap, double slow = 1.0) {
-    boost::add_edge(a, b, EdgeProps{cap / slow, cap, -1}, g);
-    boost::add_edge(b, a, EdgeProps{cap / slow, cap, -1}, g);
-  };
-  auto slowness = [&](int node) {
-    double f = 1.0;
-    for (const auto& [n, x] : slow_nodes)
-      if (n == node) f = std::max(f, x);
-    return f;
-  };
-  const Vertex spine = boost::add_vertex(g);
-  std::vector<Vertex> leaf(static_cast<size_t>(nics));
-  for (auto& l : leaf) {
-    l = boost::add_vertex(g);
-    both(l, spine, uplink);
+void RailFabric::route(int src, int dst, std::vector<uint64_t>& keys) const {
+  if (src == dst) return;
+  const int ns = src / per_node_, nd = dst / per_node_;
+  auto rail = [&](int gpu) { return (gpu % per_node_) * nics_ / per_node_; };
+  auto nic = [&](int node, int r) { return static_cast<int64_t>(node) * nics_ + r; };
+  if (static_cast<int64_t>(ns) * per_node_ / domain_ ==
+      static_cast<int64_t>(nd) * per_node_ / domain_) {
+    keys.push_back(key(kGpuSwUp, src));
+    keys.push_back(key(kGpuSwDown, dst));
+    return;
   }
-  std::set<int> used_nodes;
-  for (int r : gpus) used_nodes.insert(std::clamp(r, 0, num_gpus - 1) / per_node);
-  std::unordered_map<int, Vertex> nvswitch;  // per NVLink domain
-  for (int n : used_nodes) {
-    const int dom = n * per_node / domain;
-    auto sw = nvswitch.find(dom);
-    if (sw == nvswitch.end()) sw = nvswitch.emplace(dom, boost::add_vertex(g)).first;
-    const double slow = slowness(n);
-    std::vector<Vertex> nic_v(static_cast<size_t>(nics));
-    for (int k = 0; k < nics; ++k) {
-      nic_v[static_cast<size_t>(k)] = boost::add_vertex(g);
-      both(nic_v[static_cast<size_t>(k)], leaf[static_cast<size_t>(k)], nic, slow);
-    }
-    for (int l = 0; l < per_node && n * per_node + l < num_gpus; ++l) {
-      const Vertex v = boost::add_vertex(g);
-      g_->gpu[n * per_node + l] = v;
-      both(v, sw->second, nvlink);
-      both(v, nic_v[static_cast<size_t>(l * nics / per_node)], nic, slow);
-    }
+  const int r = rail(dst);
+  if (rail(src) == r) {
+    keys.push_back(key(kGpuNicUp, src));
+    keys.push_back(key(kNicLeafUp, nic(ns, r)));
+    keys.push_back(key(kNicLeafDown, nic(nd, r)));
+    keys.push_back(key(kGpuNicDown, dst));
+    return;
+  }
+  // PXN: the lowest GPU of the source's node on rail r.
+  const int first = (r * per_node_ + nics_ - 1) / nics_;  // smallest l with l*nics/per_node == r
+  const int via = ns * per_node_ + first;
+  if (via < num_gpus_) {
+    keys.push_back(key(kGpuSwUp, src));
+    keys.push_back(key(kGpuSwDown, via));
+    keys.push_back(key(kGpuNicUp, via));
+  } else {  // no such GPU: up the source's rail and over the spine
+    keys.push_back(key(kGpuNicUp, src));
+    keys.push_back(key(kNicLeafUp, nic(ns, rail(src))));
+    keys.push_back(key(kLeafSpineUp, rail(src)));
+    keys.push_back(key(kLeafSpineDown, r));
+    keys.push_back(key(kNicLeafDown, nic(nd, r)));
+    keys.push_back(key(kGpuNicDown, dst));
+    return;
+  }
+  keys.push_back(key(kNicLeafUp, nic(ns, r)));
+  keys.push_back(key(kNicLeafDown, nic(nd, r)));
+  keys.push_back(key(kGpuNicDown, dst));
+}
+
+double RailFabric::capacity_bytes_per_s(uint64_t k) const {
+  switch (k % 8) {
+    case kGpuSwUp:
+    case kGpuSwDown:
+      return nvlink_;
+    case kLeafSpineUp:
+    case kLeafSpineDown:
+      return uplink_;
+    default:
+      return nic_;
   }
 }
 
-Topology::~Topology() = default;
+int RailFabric::nic_node(uint64_t k) const {
+  const uint64_t index = k / 8;
+  switch (k % 8) {
+    case kGpuNicUp:
+    case kGpuNicDown:
+      return static_cast<int>(index / static_cast<uint64_t>(per_node_));
+    case kNicLeafUp:
+    case kNicLeafDown:
+      return static_cast<int>(index / static_cast<uint64_t>(nics_));
+    default:
+      return -1;
+  }
+}
 
-int Topology::vertices() const { return static_cast<int>(boost::num_vertices(g_->g)); }
+Topology::Topology(const HardwareProfile& hw, int num_gpus, const std::vector<int>& /*gpus*/,
+                   FlowNetwork& net, const std::vector<std::pair<int, double>>& slow_nodes)
+    : fabric_(hw, num_gpus), net_(net), slow_nodes_(slow_nodes) {}
+
+int Topology::link(uint64_t k) {
+  const auto it = link_of_key_.find(k);
+  if (it != link_of_key_.end()) return it->second;
+  const double nominal = fabric_.capacity_bytes_per_s(k);
+  double slow = 1.0;
+  if (const int node = fabric_.nic_node(k); node >= 0)
+    for (const auto& [n, f] : slow_nodes_)
+      if (n == node) slow = std::max(slow, f);
+  const int id = net_.add_link(nominal / slow);
+  if (static_cast<size_t>(id) >= nominal_.size()) nominal_.resize(static_cast<size_t>(id) + 1, 0);
+  nominal_[static_cast<size_t>(id)] = nominal;
+  link_of_key_.emplace(k, id);
+  return id;
+}
 
 const std::vector<int>& Topology::route(int src, int dst) {
-  const auto key = std::make_pair(src, dst);
-  auto it = routes_.find(key);
+  const uint64_t k =
+      (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
+  const auto it = routes_.find(k);
   if (it != routes_.end()) return it->second;
+  scratch_.clear();
+  fabric_.route(src, dst, scratch_);
   std::vector<int> links;
-  auto s = g_->gpu.find(src), d = g_->gpu.find(dst);
-  if (src != dst && s != g_->gpu.end() && d != g_->gpu.end()) {
-    BGraph& g = g_->g;
-    Graph& sc = *g_;
-    const size_t nv = boost::num_vertices(g);
-    sc.via.resize(nv);
-    sc.seen.resize(nv, 0);
-    const uint32_t search = ++sc.search;
-    // Breadth-first search from the source, edges in insertion order, recording the tree edge
-    // into each vertex; it stops when the destination is reached (the tree edge into it is the
-    // one a full search would record).
-    sc.queue.assign(1, s->second);
-    sc.seen[s->second] = search;
-    for (size_t head = 0; head < sc.queue.size() && sc.seen[d->second] != search; ++head) {
-      for (auto [e, end] = boost::out_edges(sc.queue[head], g); e != end; ++e) {
-        const Vertex t = boost::target(*e, g);
-        if (sc.seen[t] == search) continue;
-        sc.seen[t] = search;
-        sc.via[t] = *e;
-        sc.queue.push_back(t);
-        if (t == d->second) break;
-      }
-    }
-    std::vector<Edge>& via = sc.via;
-    if (sc.seen[d->second] == search) {
-      std::vector<Edge> path;
-      for (Vertex v = d->second; v != s->second; v = boost::source(via[v], g))
-        path.push_back(via[v]);
-      std::reverse(path.begin(), path.end());
-      for (Edge e : path) {
-        EdgeProps& ep = g[e];
-        if (ep.link < 0) {
-          ep.link = net_.add_link(ep.capacity_bytes_per_s);
-          nominal_[ep.link] = ep.nominal_bytes_per_s;
-        }
-        links.push_back(ep.link);
-      }
-    }
-  }
-  return routes_.emplace(key, std::move(links)).first->second;
+  links.reserve(scratch_.size());
+  for (uint64_t key : scratch_) links.push_back(link(key));
+  return routes_.emplace(k, std::move(links)).first->second;
 }
 
 std::vector<int> Topology::ring_route(int pred, int self, int succ) {
@@ -147,8 +146,8 @@ std::vector<int> Topology::ring_route(int pred, int self, int succ) {
 double Topology::bottleneck_bytes_per_s(const std::vector<int>& links) const {
   double r = std::numeric_limits<double>::infinity();
   for (int l : links) {
-    const auto it = nominal_.find(l);
-    r = std::min(r, it != nominal_.end() ? it->second : net_.capacity(l));
+    const auto li = static_cast<size_t>(l);
+    r = std::min(r, li < nominal_.size() && nominal_[li] > 0 ? nominal_[li] : net_.capacity(l));
   }
   return r;
 }

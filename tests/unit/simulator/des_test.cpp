@@ -219,17 +219,24 @@ TEST(Topology, RoutesFollowNvlinkRailsAndPxn) {
   EXPECT_TRUE(t.route(1, 1).empty());
 }
 
-TEST(Topology, OnlyNodesInUseBecomeVertices) {
+TEST(Topology, OnlyLinksOnARouteEnterTheFlowNetwork) {
   Engine e;
   FlowNetwork net(e);
   HardwareProfile hw = two_nodes_two_rails();
   hw.node.gpus_per_node = 8;
   hw.node.nvlink_domain_gpus = 8;
   hw.scale_out.nics_per_node = 8;
-  // 16,384 GPUs, four ranks on three nodes: spine + 8 leaves + 3 x (NVSwitch + 8 NICs + 8 GPUs).
+  // 16,384 GPUs: nothing exists until a route asks for it.
   Topology t(hw, 16384, {0, 8, 9, 16383}, net);
-  EXPECT_EQ(t.vertices(), 1 + 8 + 3 * 17);
-  EXPECT_EQ(t.route(0, 16383).size(), 6u);  // rail 0 to rail 7: NVLink hop first, then rail 7
+  EXPECT_EQ(t.links(), 0);
+  // Rail 0 to rail 7: NVLink to GPU 7 of node 0 first, then rail 7 (6 links, all new).
+  EXPECT_EQ(t.route(0, 16383).size(), 6u);
+  EXPECT_EQ(t.links(), 6);
+  // GPU 7 -> 16383 is the same rail: it reuses the last four links of that route.
+  const std::vector<int> direct = t.route(7, 16383);
+  ASSERT_EQ(direct.size(), 4u);
+  EXPECT_EQ(t.links(), 6);
+  EXPECT_EQ(direct, std::vector<int>(t.route(0, 16383).begin() + 2, t.route(0, 16383).end()));
 }
 
 }  // namespace
