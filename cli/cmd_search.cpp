@@ -97,12 +97,19 @@ void register_search(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand("search", "Search every feasible parallel layout and rank them");
   static SearchFlags flags;
   static int refine = 0;
+  static std::string evaluator_name = "analytic";
   static bool json = false;
   static std::string csv, out;
   add_search_flags(*cmd, flags);
   cmd->add_option("--refine", refine,
-                  "Re-rank the best K plans (at most --top) with the discrete-event simulator")
+                  "Re-rank the best K plans with the discrete-event simulator (then show "
+                  "--top of them)")
       ->check(CLI::Range(0, 10000));
+  cmd->add_option("--evaluator", evaluator_name,
+                  "analytic: the closed form; des: simulate every feasible plan as discrete "
+                  "events (no pruning by time: for small spaces, or use --refine)")
+      ->check(CLI::IsMember({"analytic", "des"}))
+      ->capture_default_str();
   cmd->add_flag("--json", json, "Machine-readable output");
   cmd->add_option("--csv", csv,
                   "Also write the ranked plans as CSV (NeMo auto-configurator columns)");
@@ -151,7 +158,10 @@ void register_search(CLI::App& app, CommandContext& ctx) {
         drew = true;
       };
     }
-    AnalyticEvaluator evaluator;
+    const AnalyticEvaluator analytic;
+    const DesEvaluator des;
+    const IEvaluator& evaluator =
+        evaluator_name == "des" ? static_cast<const IEvaluator&>(des) : analytic;
     // --deadline-days: the fewest GPUs whose best plan trains the tokens in time; without
     // --gpus the ranking below is on that count.
     std::optional<DeadlineAnswer> deadline;
@@ -175,11 +185,15 @@ void register_search(CLI::App& app, CommandContext& ctx) {
         flags.spec.gpus == 0 && ((deadline && !deadline->found) || (budget && !budget->found));
     const bool distinct = distinct_ranking(flags);
     if (distinct) widen_for_distinct(setup, flags);
+    // --refine K re-ranks K plans, however few are shown.
+    if (refine > 0) setup.options.top_k = std::max(setup.options.top_k, refine);
     SearchResult r =
         answer_only ? SearchResult{} : search(model, cluster, w, setup.space, opt, evaluator);
     if (drew) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
     if (refine > 0) refine_top(r, model, cluster, w, opt, DesEvaluator{}, refine);
+    const size_t refined_count = std::min(static_cast<size_t>(refine), r.top.size());
     if (distinct) distinct_layouts_first(r, static_cast<size_t>(flags.top));
+    if (r.top.size() > static_cast<size_t>(flags.top)) r.top.resize(static_cast<size_t>(flags.top));
 
     std::string text;
     auto o = std::back_inserter(text);
@@ -239,9 +253,10 @@ void register_search(CLI::App& app, CommandContext& ctx) {
                      framework);
       fmt::format_to(
           o,
-          "enumerated {} plans in {:.2f} s ({:.0f} plans/s on {} threads), evaluated {}, "
+          "enumerated {} plans in {:.2f} s ({:.0f} plans/s on {} threads), evaluated {}{}, "
           "feasible {}, space {}\n\n",
-          r.enumerated, r.elapsed_s, r.plans_per_s(), r.threads, r.evaluated, r.feasible,
+          r.enumerated, r.elapsed_s, r.plans_per_s(), r.threads, r.evaluated,
+          evaluator_name == "des" ? " (each simulated as discrete events)" : "", r.feasible,
           r.exhausted ? "exhausted" : "NOT exhausted");
       if (deadline) fmt::format_to(o, "{}\n", deadline_to_text(*deadline, flags, cluster));
       if (budget) {
@@ -324,11 +339,15 @@ void register_search(CLI::App& app, CommandContext& ctx) {
           fmt::format_to(o,
                          "(the best plan of each distinct TP/PP/CP/EP/ZeRO/recompute layout first, "
                          "then the others; --no-distinct for the plain ranking)\n");
-        if (refine > 0)
+        if (refine > 0) {
+          const auto shown = std::count_if(r.top.begin(), r.top.end(),
+                                           [](const Candidate& k) { return k.refined; });
           fmt::format_to(o,
-                         "(the best {} re-ranked by the discrete-event simulator: their figures "
-                         "are simulated; the Pareto front below keeps the closed form's)\n",
-                         std::min<size_t>(static_cast<size_t>(refine), r.top.size()));
+                         "(the best {} by the closed form re-ranked by the discrete-event "
+                         "simulator; {} of the {} above are among them and show simulated "
+                         "figures; the Pareto front below keeps the closed form's)\n",
+                         refined_count, shown, r.top.size());
+        }
         if (r.per_token) {
           fmt::format_to(o, "\nPareto front (time per token, as tok/s/GPU, vs peak memory):\n");
           for (const auto& c : r.pareto)

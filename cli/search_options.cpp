@@ -346,8 +346,10 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   j["objective"] = f.objective;
   j["evaluator"] = evaluator;
   // How many of the top plans the simulator re-ranked (their figures are simulated).
-  const int refined = std::min(refined_with_des, static_cast<int>(r.top.size()));
-  j["refined_with_des"] = refined;
+  j["refine"] = refined_with_des;  // --refine K: plans re-ranked by the simulator
+  const auto refined =
+      std::count_if(r.top.begin(), r.top.end(), [](const Candidate& c) { return c.refined; });
+  j["refined_with_des"] = refined;  // of the ranked plans shown
   j["framework"] = f.framework;
   j["flags"] = {{"model", f.spec.model},
                 {"cluster", f.spec.cluster},
@@ -398,7 +400,7 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
         s.failure};
     nlohmann::json cj = estimate_to_json(res, r.top[i].estimate, FlopsConvention::kCausalHalf);
     cj["rank"] = static_cast<int>(i + 1);
-    cj["evaluator"] = static_cast<int>(i) < refined ? "des" : evaluator;
+    cj["evaluator"] = r.top[i].refined ? "des" : evaluator;
     cj["objective_value"] = r.top[i].objective;
     j["top"].push_back(cj);
   }

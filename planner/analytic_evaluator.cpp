@@ -30,7 +30,14 @@ double AnalyticEvaluator::step_time_floor(const ModelSpec& m, const Cluster& c, 
 Estimate DesEvaluator::evaluate(const ModelSpec& m, const Cluster& c, const Workload& w,
                                 const Plan& p) const {
   if (p.pp > 1 && !des::simulator_supports(p.schedule)) return estimate(m, c, w, p);
-  return des::simulate_step(m, c, w, p).estimate;
+  des::SimOptions o;
+  o.cache = &thread_cache();  // the same step costs the closed form computed for this plan
+  return des::simulate_step(m, c, w, p, o).estimate;
+}
+
+std::optional<double> DesEvaluator::peak_memory(const ModelSpec& m, const Cluster& c,
+                                                const Workload& w, const Plan& p) const {
+  return peak_memory_bytes(m, c, w, p, &thread_cache());
 }
 
 }  // namespace dtplan

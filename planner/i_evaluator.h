@@ -1,5 +1,6 @@
 // Plug-in point for the search: what turns one plan into an Estimate. The search never knows
-// which evaluator it holds (analytic now; the discrete-event simulator re-ranks the top K later).
+// which evaluator it holds (the closed form, or the discrete-event simulator: search --evaluator
+// des, or re-ranking the top K with --refine).
 //
 // Contract: evaluate() is const and thread-safe (called from every search thread at once);
 // the plan has passed validation.
@@ -55,6 +56,10 @@ class DesEvaluator final : public IEvaluator {
   const char* name() const override { return "des"; }
   Estimate evaluate(const ModelSpec& m, const Cluster& c, const Workload& w,
                     const Plan& p) const override;
+  // The simulated step keeps the memory model's peak (only the timeline differs), so the
+  // closed form's peak holds exactly. No time floor: the timeline can undercut the closed form.
+  std::optional<double> peak_memory(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                    const Plan& p) const override;
 };
 
 }  // namespace dtplan

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <thread>
 #include <tuple>
 
@@ -721,16 +723,38 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
 void refine_top(SearchResult& r, const ModelSpec& m, const Cluster& c, const Workload& w,
                 const SearchOptions& opt, const IEvaluator& precise, int k) {
   const size_t n = std::min(r.top.size(), static_cast<size_t>(std::max(0, k)));
-  for (size_t i = 0; i < n; ++i) {
-    Candidate& cand = r.top[i];
-    Workload wc = w;
-    if (cand.plan.gbs > 0) wc.global_batch = cand.plan.gbs;
-    cand.estimate = precise.evaluate(m, c, wc, cand.plan);
-    cand.objective = objective_value(
-        cand.estimate, opt.objective, c,
-        static_cast<double>(wc.global_batch) * static_cast<double>(wc.seq_len), r.per_token);
-  }
-  std::sort(r.top.begin(), r.top.begin() + static_cast<std::ptrdiff_t>(n), better);
+  // Each plan on its own (the evaluator is shared and stateless per call): the threads take
+  // the next plan in turn, so the result does not depend on their number.
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        Candidate& cand = r.top[i];
+        Workload wc = w;
+        if (cand.plan.gbs > 0) wc.global_batch = cand.plan.gbs;
+        cand.estimate = precise.evaluate(m, c, wc, cand.plan);
+        cand.refined = true;
+        cand.objective = objective_value(
+            cand.estimate, opt.objective, c,
+            static_cast<double>(wc.global_batch) * static_cast<double>(wc.seq_len), r.per_token);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+        next = n;
+      }
+    }
+  };
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads =
+      std::min(n, static_cast<size_t>(opt.threads > 0 ? static_cast<unsigned>(opt.threads) : hw));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+  std::stable_sort(r.top.begin(), r.top.begin() + static_cast<std::ptrdiff_t>(n), better);
 }
 
 void distinct_layouts_first(SearchResult& r, size_t k) {

@@ -73,6 +73,7 @@ struct Candidate {
   Plan plan;  // plan.gbs is its global batch
   Estimate estimate;
   double objective = 0;  // smaller is better (MFU is negated); per token when SearchResult says
+  bool refined = false;  // re-evaluated by refine_top's evaluator
 };
 
 struct SearchResult {

@@ -77,7 +77,7 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
       throw InputError({}, v.front().flag, v.front().reason);
   StepCosts d;
   StepSimResult r;
-  r.estimate = estimate(m, c, w, p, {}, nullptr, &d);
+  r.estimate = estimate(m, c, w, p, {}, options.cache, &d);
   r.analytic_step_s = r.estimate.step_time_s;
 
   PipelineSimInput in;

@@ -15,6 +15,10 @@
 #include "core/plan.h"
 #include "simulator/des/pipeline_sim.h"
 
+namespace dtplan {
+class EstimatorCache;
+}
+
 namespace dtplan::des {
 
 struct StepSimResult {
@@ -61,6 +65,8 @@ struct SimOptions {
   bool all_ranks = false;
   int max_ranks = kMaxAllRanks;
   bool reduce_symmetry = true;  // false: simulate every replica (the reference the tests use)
+  // The estimator's cache for the step costs (per thread; none: computed afresh).
+  EstimatorCache* cache = nullptr;
 };
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             const SimOptions& options, const SimFaults& faults = {});

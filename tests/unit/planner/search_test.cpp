@@ -363,6 +363,50 @@ TEST(Search, RefineReRanksTheTopWithTheSimulator) {
   EXPECT_EQ(r.top[4].plan.describe(), before[4]);
 }
 
+// search --refine K with K in the hundreds runs the simulations on the search's threads; the
+// result must equal evaluating the same plans one by one (and not depend on the thread count).
+TEST(Search, RefineOfHundredsOnTwoThreadsEqualsOneByOne) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const Cluster c = load_cluster("dgx-a100-80g", 256);
+  Workload w;
+  w.seq_len = 2048;
+  w.global_batch = 512;
+  SearchOptions opt;
+  opt.top_k = 240;
+  opt.threads = 2;
+  SearchSpace space;
+  space.schedules = {"1f1b", "interleaved"};
+  SearchResult r = search(m, c, w, space, opt, AnalyticEvaluator{});
+  ASSERT_EQ(r.top.size(), 240u);
+  const std::vector<Candidate> before = r.top;
+  refine_top(r, m, c, w, opt, DesEvaluator{}, 200);
+  DesEvaluator des;
+  std::vector<std::string> refined, was;
+  for (size_t i = 0; i < 200; ++i) {
+    EXPECT_TRUE(r.top[i].refined);
+    EXPECT_EQ(r.top[i].estimate.step_time_s, des.evaluate(m, c, w, r.top[i].plan).step_time_s);
+    if (i > 0) {
+      EXPECT_LE(r.top[i - 1].objective, r.top[i].objective);
+    }
+    refined.push_back(r.top[i].plan.describe());
+    was.push_back(before[i].plan.describe());
+  }
+  std::sort(refined.begin(), refined.end());
+  std::sort(was.begin(), was.end());
+  EXPECT_EQ(refined, was);
+  for (size_t i = 200; i < 240; ++i) {
+    EXPECT_FALSE(r.top[i].refined);
+    EXPECT_EQ(r.top[i].plan.describe(), before[i].plan.describe());
+  }
+  // One thread: the same ranking.
+  SearchResult one;
+  one.top = before;
+  opt.threads = 1;
+  refine_top(one, m, c, w, opt, DesEvaluator{}, 200);
+  for (size_t i = 0; i < 240; ++i)
+    EXPECT_EQ(one.top[i].plan.describe(), r.top[i].plan.describe()) << i;
+}
+
 }  // namespace
 }  // namespace dtplan
 
