@@ -27,6 +27,16 @@ double AnalyticEvaluator::step_time_floor(const ModelSpec& m, const Cluster& c, 
   return dtplan::step_time_floor(m, c, w, p, &thread_cache());
 }
 
+double AnalyticEvaluator::zero_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                          const Plan& p) const {
+  return dtplan::zero_time_floor(m, c, w, p, &thread_cache());
+}
+
+double AnalyticEvaluator::microbatch_time_floor(const ModelSpec& m, const Cluster& c,
+                                                const Workload& w, const Plan& p) const {
+  return dtplan::microbatch_time_floor(m, c, w, p, &thread_cache());
+}
+
 Estimate DesEvaluator::evaluate(const ModelSpec& m, const Cluster& c, const Workload& w,
                                 const Plan& p) const {
   if (p.pp > 1 && !des::simulator_supports(p.schedule)) return estimate(m, c, w, p);

@@ -35,6 +35,19 @@ class IEvaluator {
                                  const Plan&) const {
     return 0;
   }
+  // What p's own ZeRO stage adds at least: step_time_floor(p) + zero_time_floor(p) <=
+  // evaluate(p).step_time_s (0: nothing known).
+  virtual double zero_time_floor(const ModelSpec&, const Cluster&, const Workload&,
+                                 const Plan&) const {
+    return 0;
+  }
+  // microbatch_time_floor(p) * q.num_microbatches() <= evaluate(q).step_time_s for every plan q
+  // that differs from p only in its global batch (0: no floor known). With it a search over
+  // several global batches decides a whole batch range at once.
+  virtual double microbatch_time_floor(const ModelSpec&, const Cluster&, const Workload&,
+                                       const Plan&) const {
+    return 0;
+  }
 };
 
 // The closed-form estimator (simulator/analytic).
@@ -47,6 +60,10 @@ class AnalyticEvaluator final : public IEvaluator {
                                     const Plan& p) const override;
   double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w,
                          const Plan& p) const override;
+  double zero_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w,
+                         const Plan& p) const override;
+  double microbatch_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w,
+                               const Plan& p) const override;
 };
 
 // The discrete-event simulator (simulator/des): the schedule's timeline instead of the closed

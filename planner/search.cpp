@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/memory_model.h"
@@ -116,6 +117,9 @@ struct Worker {
   std::array<long, kNumRejections> rejected{};
   std::array<std::string, kNumRejections> example{};
   long enumerated = 0, evaluated = 0, feasible = 0;
+  // Per data-parallel size: each micro-batch size with the global batches (indices, largest
+  // first) it divides per replica; the same for every layout of that size.
+  std::unordered_map<int, std::vector<std::pair<int, std::vector<size_t>>>> batches_by_dp;
 
   // `why` is formatted only for the first plan rejected for a reason (an example to show).
   template <typename Why>
@@ -370,7 +374,6 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     Plan p = layout_plan(L, sp);
     std::vector<const ScheduleName*> schedules;
     std::vector<std::pair<Recompute, int>> rcs;
-    std::vector<int> mbss;
     // What holds for every global batch: framework refusal and parameter-state memory, per
     // (zero, schedule), worked out when a sub-space first passes the cheaper checks.
     struct Gate {
@@ -390,6 +393,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     };
     std::vector<Combo> combos;
     std::vector<double> floors;
+    std::vector<size_t> valid_batches;  // positions in a batch list the schedule accepts
     std::vector<const IPipelineSchedule*> sched_objs;  // parallel to `schedules`
 
     for (const auto [vpp, counted, split_a] : vpps) {
@@ -456,109 +460,224 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
         return g;
       };
 
-      // Largest batch first: the best time per token comes early, and the floor prunes more.
-      for (auto wit = works.rbegin(); wit != works.rend(); ++wit) {
-        const Workload& wl = *wit;
-        const int64_t gbs = wl.global_batch;
-        mbss.clear();
-        if (gbs % L.dp == 0) {
-          const int64_t per_replica = gbs / L.dp;
-          for (int b = 1; b <= opt.max_mbs; b *= 2)
-            if (per_replica % b == 0 && allowed(space.mbs, b)) mbss.push_back(b);
-          for (int b : space.mbs)
-            if (b > opt.max_mbs && per_replica % b == 0) mbss.push_back(b);
+      // Micro-batch sizes, and for each the global batches it divides per data-parallel
+      // replica, largest first (the best time per token comes early, and the floor prunes
+      // more). Everything above the batch loop holds for every batch.
+      auto [found, fresh] = wk.batches_by_dp.try_emplace(L.dp);
+      std::vector<std::pair<int, std::vector<size_t>>>& mbs_batches = found->second;
+      if (fresh) {
+        auto add_mbs = [&](int b) {
+          std::vector<size_t> gs;
+          for (size_t gi = works.size(); gi-- > 0;) {
+            const int64_t gbs = works[gi].global_batch;
+            if (gbs % L.dp == 0 && (gbs / L.dp) % b == 0) gs.push_back(gi);
+          }
+          if (!gs.empty()) mbs_batches.emplace_back(b, std::move(gs));
+        };
+        for (int b = 1; b <= opt.max_mbs; b *= 2)
+          if (allowed(space.mbs, b)) add_mbs(b);
+        for (int b : space.mbs)
+          if (b > opt.max_mbs) add_mbs(b);
+      }
+      if (mbs_batches.empty()) continue;
+      long pairs = 0;  // (micro-batch, batch) pairs
+      for (const auto& [b, gs] : mbs_batches) pairs += static_cast<long>(gs.size());
+      const long per_schedule = static_cast<long>(rcs.size()) * pairs;
+      const long per_zero = per_schedule * static_cast<long>(schedules.size());
+      const Workload& w_first = works.back();
+      p.gbs = w_first.global_batch;
+      p.mbs = mbs_batches.front().first;
+      p.recompute = Recompute::kNone;
+      p.recompute_layers = 0;
+      combos.clear();
+      for (size_t zi = 0; zi < zeros.size(); ++zi) {
+        p.zero = zeros[zi];
+        if (p.zero > 0 && L.dp * L.cp == 1) continue;  // nothing to shard over: same as zero 0
+        wk.enumerated += per_zero;
+        // Checks that hold for the whole sub-space.
+        if (cross_node) {
+          wk.reject(Rejection::kCrossNodeTp, per_zero,
+                    [&] { return fmt::format("TP{} > {} GPUs per NVLink domain", L.tp, domain); });
+          continue;
         }
-        if (mbss.empty()) continue;
-        const double tokens = static_cast<double>(gbs) * static_cast<double>(wl.seq_len);
-        const long per_schedule = static_cast<long>(rcs.size() * mbss.size());
-        const long per_zero = per_schedule * static_cast<long>(schedules.size());
-        p.gbs = gbs;
-        p.mbs = mbss.front();
-        p.recompute = Recompute::kNone;
-        p.recompute_layers = 0;
-        combos.clear();
-        for (size_t zi = 0; zi < zeros.size(); ++zi) {
-          p.zero = zeros[zi];
-          if (p.zero > 0 && L.dp * L.cp == 1) continue;  // nothing to shard over: same as zero 0
-          wk.enumerated += per_zero;
-          // Checks that hold for the whole sub-space.
-          if (cross_node) {
-            wk.reject(Rejection::kCrossNodeTp, per_zero, [&] {
-              return fmt::format("TP{} > {} GPUs per NVLink domain", L.tp, domain);
+        if (!hw_violations.empty()) {
+          wk.reject(Rejection::kInvalid, per_zero, [&] { return hw_violations.front().reason; });
+          continue;
+        }
+        if (!spans.empty()) {
+          wk.reject(Rejection::kDeviceGroups, per_zero,
+                    [&] { return fmt::format("PP{}: {}", L.pp, spans); });
+          continue;
+        }
+        // Validated once per (vpp, zero) for every global batch: the inner values (schedule,
+        // recomputation, micro-batch, batch) are valid by construction: schedules accept the
+        // chunks, micro-batches divide the batch per data-parallel replica.
+        Validity& val = validity[zi];
+        if (!val.known) {
+          Plan q = p;
+          q.schedule = *schedules.front();
+          q.gbs = L.dp;  // divisible by mbs x dp (mbs 1): the batch's checks are the loop's
+          q.mbs = 1;
+          auto v = validate_plan(m, n, w_first, q);
+          val.known = true;
+          val.ok = v.empty();
+          if (!val.ok) val.first = std::move(v.front());
+        }
+        if (!val.ok) {
+          const bool div = val.first.flag != "--zero" && val.first.flag != "--precision";
+          wk.reject(div ? Rejection::kDivisibility : Rejection::kInvalid, per_zero, [&] {
+            return fmt::format("{} {}: {}", p.describe(), val.first.flag, val.first.reason);
+          });
+          continue;
+        }
+        for (size_t s = 0; s < schedules.size(); ++s) {
+          p.schedule = *schedules[s];
+          const Gate& g = gate(zi, s);
+          if (g.state == Gate::kFramework) {
+            wk.reject(Rejection::kFramework, per_schedule, [&] { return std::string(g.refusal); });
+            continue;
+          }
+          if (g.state == Gate::kStates) {
+            wk.reject(Rejection::kMemoryStates, per_schedule, [&] {
+              return fmt::format("{}: {:.1f} GiB of states > {:.1f} GiB", p.describe(),
+                                 g.states / units::kGiB, budget / units::kGiB);
             });
             continue;
           }
-          if (!hw_violations.empty()) {
-            wk.reject(Rejection::kInvalid, per_zero, [&] { return hw_violations.front().reason; });
-            continue;
-          }
-          if (!spans.empty()) {
-            wk.reject(Rejection::kDeviceGroups, per_zero,
-                      [&] { return fmt::format("PP{}: {}", L.pp, spans); });
-            continue;
-          }
-          // Validated once per (vpp, zero) for every global batch: the inner values (schedule,
-          // recomputation, micro-batch, batch) are valid by construction: schedules accept the
-          // chunks, micro-batches divide the batch per data-parallel replica.
-          Validity& val = validity[zi];
-          if (!val.known) {
-            Plan q = p;
-            q.schedule = *schedules.front();
-            q.gbs = L.dp;  // divisible by mbs x dp (mbs 1): the batch's checks are the loop's
-            q.mbs = 1;
-            auto v = validate_plan(m, n, wl, q);
-            val.known = true;
-            val.ok = v.empty();
-            if (!val.ok) val.first = std::move(v.front());
-          }
-          if (!val.ok) {
-            const bool div = val.first.flag != "--zero" && val.first.flag != "--precision";
-            wk.reject(div ? Rejection::kDivisibility : Rejection::kInvalid, per_zero, [&] {
-              return fmt::format("{} {}: {}", p.describe(), val.first.flag, val.first.reason);
-            });
-            continue;
-          }
-          for (size_t s = 0; s < schedules.size(); ++s) {
-            p.schedule = *schedules[s];
-            const Gate& g = gate(zi, s);
-            if (g.state == Gate::kFramework) {
-              wk.reject(Rejection::kFramework, per_schedule,
-                        [&] { return std::string(g.refusal); });
-              continue;
-            }
-            if (g.state == Gate::kStates) {
-              wk.reject(Rejection::kMemoryStates, per_schedule, [&] {
-                return fmt::format("{}: {:.1f} GiB of states > {:.1f} GiB", p.describe(),
-                                   g.states / units::kGiB, budget / units::kGiB);
-              });
-              continue;
-            }
-            combos.push_back({p.zero, s});
-          }
+          combos.push_back({p.zero, s});
         }
-        if (combos.empty()) continue;
-        // Schedule by schedule (the plan's schedule name is copied when it changes).
-        std::stable_sort(combos.begin(), combos.end(),
-                         [](const Combo& a, const Combo& b) { return a.s < b.s; });
+      }
+      if (combos.empty()) continue;
+      // Schedule by schedule (the plan's schedule name is copied when it changes).
+      std::stable_sort(combos.begin(), combos.end(),
+                       [](const Combo& a, const Combo& b) { return a.s < b.s; });
 
-        for (auto [rc, rc_layers] : rcs)
-          for (int mbs : mbss) {
-            p.recompute = rc;
-            p.recompute_layers = rc_layers;
-            p.mbs = mbs;
-            floors.assign(schedules.size(), -1.0);  // per schedule, computed when needed
-            size_t assigned = schedules.size();     // which schedule p.schedule holds
-            for (const Combo& k : combos) {
-              p.zero = k.zero;
-              if (assigned != k.s) {
-                p.schedule = *schedules[k.s];
-                assigned = k.s;
+      // Is a plan whose step time is at least `fl` (per token with several batches) and whose
+      // memory is at least `mem` unable to enter the top K or the Pareto front?
+      auto cannot_enter = [&](double fl, double tokens, double mem) {
+        const Candidate& kth = wk.top.back();
+        const double per = per_token ? tokens : 1.0;
+        bool behind = false;
+        switch (opt.objective) {
+          case Objective::kStepTime:
+          case Objective::kCost: {
+            Estimate lo;
+            lo.step_time_s = fl;
+            const double floor_obj = objective_value(lo, opt.objective, c, tokens, per_token);
+            behind = floor_obj > kth.objective + kFloorMargin * std::fabs(kth.objective);
+            break;
+          }
+          case Objective::kMfu: {
+            // MFU counts model FLOPs, a fixed number per token: it ranks as time per token does.
+            const double kth_tokens =
+                static_cast<double>(kth.plan.gbs) * static_cast<double>(w.seq_len);
+            behind = fl / tokens > kth.estimate.step_time_s / kth_tokens * (1 + kFloorMargin);
+            break;
+          }
+          case Objective::kMemory:
+            behind = mem > kth.objective + kFloorMargin * std::fabs(kth.objective);
+            break;
+        }
+        return behind && wk.dominated_below(fl / per, mem);
+      };
+
+      for (auto [rc, rc_layers] : rcs)
+        for (const auto& [mbs, batches] : mbs_batches) {
+          p.recompute = rc;
+          p.recompute_layers = rc_layers;
+          p.mbs = mbs;
+          // Per (schedule, batch): the step-time floor, computed when needed.
+          floors.assign(schedules.size() * batches.size(), -1.0);
+          size_t assigned = schedules.size();  // which schedule p.schedule holds
+          for (const Combo& k : combos) {
+            p.zero = k.zero;
+            if (assigned != k.s) {
+              p.schedule = *schedules[k.s];
+              assigned = k.s;
+            }
+            const IPipelineSchedule& sched = *sched_objs[k.s];
+            // Several batches: the whole range at once where it can be decided from two
+            // bounds (exact, by the schedule contract in i_pipeline_schedule.h): every batch's
+            // step is at least its micro-batches times the busiest rank's work per
+            // micro-batch, the same time per token for every batch; and its memory at least
+            // the smallest batch's (activations in flight do not fall as micro-batches are
+            // added).
+            if (batches.size() > 1 && opt.prune && !hetero) {
+              valid_batches.clear();
+              for (size_t j = 0; j < batches.size(); ++j)
+                if (L.pp == 1 ||
+                    sched.accepts_microbatches(
+                        L.pp, vpp, static_cast<int>(works[batches[j]].global_batch / (L.dp * mbs))))
+                  valid_batches.push_back(j);
+              const long invalid =
+                  static_cast<long>(batches.size()) - static_cast<long>(valid_batches.size());
+              auto memory_at = [&](size_t j) {
+                p.gbs = works[batches[j]].global_batch;
+                return evaluator.peak_memory(m, c, works[batches[j]], p);
+              };
+              const std::optional<double> low =
+                  valid_batches.empty() ? std::nullopt : memory_at(valid_batches.back());
+              if (low) {
+                const Workload& ws = works[batches[valid_batches.back()]];
+                p.gbs = ws.global_batch;
+                const long valid = static_cast<long>(valid_batches.size());
+                bool decided = false;
+                if (*low > budget) {
+                  wk.reject(Rejection::kMemory, valid, [&] {
+                    return fmt::format("{}: {:.1f} GiB > {:.1f} GiB", p.describe(),
+                                       *low / units::kGiB, budget / units::kGiB);
+                  });
+                  decided = true;
+                } else if (static_cast<int>(wk.top.size()) >= top_k && !wk.pareto.empty()) {
+                  const double per_mb = evaluator.microbatch_time_floor(m, c, ws, p);
+                  const double m_s = static_cast<double>(p.num_microbatches());
+                  const double tokens_s =
+                      static_cast<double>(ws.global_batch) * static_cast<double>(ws.seq_len);
+                  if (per_mb > 0 && cannot_enter(per_mb * m_s, tokens_s, *low)) {
+                    // The batches that do not fit are a prefix (memory does not fall as the
+                    // batch grows): found by bisection, they are refused for memory.
+                    size_t lo = 0, hi = valid_batches.size() - 1;
+                    while (lo < hi) {
+                      const size_t mid = (lo + hi) / 2;
+                      if (*memory_at(valid_batches[mid]) > budget)
+                        lo = mid + 1;
+                      else
+                        hi = mid;
+                    }
+                    const long over = static_cast<long>(lo);
+                    if (over > 0) {
+                      const double big = *memory_at(valid_batches.front());
+                      wk.reject(Rejection::kMemory, over, [&] {
+                        return fmt::format("{}: {:.1f} GiB > {:.1f} GiB", p.describe(),
+                                           big / units::kGiB, budget / units::kGiB);
+                      });
+                    }
+                    p.gbs = ws.global_batch;
+                    wk.reject(Rejection::kCannotBeatTopK, valid - over, [&] {
+                      return fmt::format("{}: at least {:.3f} s per micro-batch", p.describe(),
+                                         per_mb);
+                    });
+                    decided = true;
+                  }
+                }
+                if (decided) {
+                  if (invalid > 0)
+                    wk.reject(Rejection::kDivisibility, invalid, [&] {
+                      return fmt::format("{}: {}", p.describe(), sched.microbatches_rule());
+                    });
+                  continue;
+                }
               }
+            }
+            for (size_t bi = 0; bi < batches.size(); ++bi) {
+              const Workload& wl = works[batches[bi]];
+              p.gbs = wl.global_batch;
+              const double tokens =
+                  static_cast<double>(wl.global_batch) * static_cast<double>(wl.seq_len);
               // The schedule's rule on the micro-batch count (interleaving: a multiple of pp).
-              if (L.pp > 1 &&
-                  !sched_objs[k.s]->accepts_microbatches(L.pp, vpp, p.num_microbatches())) {
+              if (L.pp > 1 && !sched.accepts_microbatches(L.pp, vpp, p.num_microbatches())) {
                 wk.reject(Rejection::kDivisibility, 1, [&] {
-                  return fmt::format("{}: {}", p.describe(), sched_objs[k.s]->microbatches_rule());
+                  return fmt::format("{}: {}", p.describe(), sched.microbatches_rule());
                 });
                 continue;
               }
@@ -575,35 +694,10 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
                   continue;
                 }
                 if (opt.prune && static_cast<int>(wk.top.size()) >= top_k && !wk.pareto.empty()) {
-                  double& fl = floors[k.s];
-                  if (fl < 0) fl = evaluator.step_time_floor(m, c, wl, p);
-                  const Candidate& kth = wk.top.back();
-                  const double per = per_token ? tokens : 1.0;
-                  bool behind = false;
-                  switch (opt.objective) {
-                    case Objective::kStepTime:
-                    case Objective::kCost: {
-                      Estimate lo;
-                      lo.step_time_s = fl;
-                      const double floor_obj =
-                          objective_value(lo, opt.objective, c, tokens, per_token);
-                      behind = floor_obj > kth.objective + kFloorMargin * std::fabs(kth.objective);
-                      break;
-                    }
-                    case Objective::kMfu: {
-                      // MFU counts model FLOPs, a fixed number per token: it ranks as time per
-                      // token does.
-                      const double kth_tokens =
-                          static_cast<double>(kth.plan.gbs) * static_cast<double>(wl.seq_len);
-                      behind =
-                          fl / tokens > kth.estimate.step_time_s / kth_tokens * (1 + kFloorMargin);
-                      break;
-                    }
-                    case Objective::kMemory:
-                      behind = mem > kth.objective + kFloorMargin * std::fabs(kth.objective);
-                      break;
-                  }
-                  if (behind && wk.dominated_below(fl / per, mem)) {
+                  double& shared = floors[k.s * batches.size() + bi];  // for every ZeRO stage
+                  if (shared < 0) shared = evaluator.step_time_floor(m, c, wl, p);
+                  const double fl = shared + evaluator.zero_time_floor(m, c, wl, p);
+                  if (cannot_enter(fl, tokens, mem)) {
                     wk.reject(Rejection::kCannotBeatTopK, 1, [&] {
                       return fmt::format("{}: at least {:.3f} s per step", p.describe(), fl);
                     });
@@ -626,7 +720,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
               wk.offer(p, est, obj, est.step_time_s / (per_token ? tokens : 1.0), mem, top_k);
             }
           }
-      }
+        }
     }
   };
 

@@ -482,6 +482,55 @@ double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, 
   return pipe.total_s + host_floor;
 }
 
+double zero_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                       EstimatorCache* cache) {
+  if (p.zero != 3 || c.heterogeneous()) return 0;
+  alignas(StageTimes) unsigned char local[sizeof(StageTimes)];  // used without a cache only
+  StageTimes& st = prepare(local, m, c, w, p, cache ? cache->impl_.get() : nullptr, true);
+  run_stages(st, c.profile, p, nullptr);
+  const PipelineTime pipe = pipeline_time(st, schedule_of(st, p), p, /*rank_ends=*/true);
+  // As the estimate considers the busiest rank (always a distinct one): its slack and window.
+  const int i = st.busiest;
+  const auto si = static_cast<size_t>(i);
+  DpPricer pricer{&st, &c.profile, {}, 0, 0};
+  DpStage own;
+  const DpStage& ds = dp_stage_of(st, m, p, i, grad_bytes_per_param(p, w.precision), pricer, own);
+  const int layers = std::max(1, st.layers[si].total());
+  const double window = st.rank_end[si] - st.rank_grad_start[si];
+  const DpCost dc = dp_step_cost(ds, p, layers, st.mb, st.f[si], st.b[si] + st.wg[si], window,
+                                 pipe.total_s - st.rank_end[si]);
+  return std::max(0.0, dc.exposed_s - dc.trailing_exposed_s);
+}
+
+double microbatch_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                             EstimatorCache* cache) {
+  if (c.heterogeneous()) return 0;
+  alignas(StageTimes) unsigned char local[sizeof(StageTimes)];  // used without a cache only
+  StageTimes& st = prepare(local, m, c, w, p, cache ? cache->impl_.get() : nullptr, true);
+  run_stages(st, c.profile, p, nullptr);
+  // Each rank's compute per micro-batch: its passes less the exchanges charged inside them
+  // (a schedule need not pay them all); no rank ends before m times it (the schedule contract).
+  auto compute = [&](int i) {
+    const auto k = static_cast<size_t>(i);
+    const double hops = st.pp > 1 ? pipeline_exchanges_per_pass(i, st.pp, p.vpp) : 0;
+    return std::max(0.0, st.f[k] + st.b[k] + st.wg[k] - 2 * hops * st.t_p2p);
+  };
+  double floor = 0;
+  for (int i = 0; i < st.pp; ++i) floor = std::max(floor, compute(i));
+  if (p.zero != 3) return floor;
+  // ZeRO-3: the busiest rank's exposed gathers and reduce-scatters, max(0, mb * x - slack)
+  // (dp_cost.h), with slack = step - its last task's end <= step - mb * compute (its end comes
+  // after its compute): the step is at least mb * (compute + x). x: one micro-batch's, no slack.
+  const auto bi = static_cast<size_t>(st.busiest);
+  DpPricer pricer{&st, &c.profile, {}, 0, 0};
+  DpStage own;
+  const DpStage& ds =
+      dp_stage_of(st, m, p, st.busiest, grad_bytes_per_param(p, w.precision), pricer, own);
+  const int layers = std::max(1, st.layers[bi].total());
+  const DpCost one = dp_step_cost(ds, p, layers, 1, st.f[bi], st.b[bi] + st.wg[bi], 0, 0);
+  return std::max(floor, compute(st.busiest) + std::max(0.0, one.exposed_s));
+}
+
 std::vector<StageMemory> all_stage_memory(const ModelSpec& m, const Workload& w, const Plan& p) {
   const IPipelineSchedule* s = plan_schedule(p);
   if (!s) s = find_schedule("1f1b");

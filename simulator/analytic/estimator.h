@@ -50,6 +50,10 @@ class EstimatorCache {
                                   EstimatorCache*);
   friend double step_time_floor(const ModelSpec&, const Cluster&, const Workload&, const Plan&,
                                 EstimatorCache*);
+  friend double zero_time_floor(const ModelSpec&, const Cluster&, const Workload&, const Plan&,
+                                EstimatorCache*);
+  friend double microbatch_time_floor(const ModelSpec&, const Cluster&, const Workload&,
+                                      const Plan&, EstimatorCache*);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -67,6 +71,20 @@ double peak_memory_bytes(const ModelSpec& m, const Cluster& c, const Workload& w
 // floors, bubble) plus the optimizer step's fixed host time; ZeRO changes neither.
 double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                        EstimatorCache* cache = nullptr);
+// What the plan's own ZeRO stage adds to step_time_floor at least, so that step_time_floor(p) +
+// zero_time_floor(p) <= estimate(p).step_time_s: with ZeRO-3, the busiest rank's exposed
+// per-layer gathers and reduce-scatters during the step (the estimate's exposed data-parallel
+// time is at least any rank's); 0 for the other stages and on a heterogeneous cluster.
+double zero_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                       EstimatorCache* cache = nullptr);
+// A floor per micro-batch under estimate(m, c, w, q).step_time_s / q.num_microbatches() for
+// every plan q that differs from p only in its global batch: the largest compute of a rank for
+// one micro-batch (its passes less the exchanges charged inside them: no rank ends before it
+// has run every micro-batch's, the IPipelineSchedule contract), or with ZeRO-3 the busiest
+// rank's plus its exposed per-layer traffic of one micro-batch if that is more. 0 on a
+// heterogeneous cluster.
+double microbatch_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
+                             EstimatorCache* cache = nullptr);
 
 // pipeline_exchanges_per_pass: simulator/schedule/i_pipeline_schedule.h.
 

@@ -241,7 +241,8 @@ struct EstimatorCache::Impl {
   // The last stage loop and the last memory computed, and what they were computed for.
   std::unique_ptr<StageTimes> stages = std::make_unique<StageTimes>();
   std::optional<StageKey> stage_key;
-  std::optional<MemoryKey> memory_for;
+  std::optional<MemoryKey> memory_for;  // with mb = -1: the micro-batches count through...
+  std::array<double, kMaxStages> memory_inflight{};  // ...each rank's activations in flight
   MemoryPeak memory;
   // Parameters of ranks 0, 1 and the last for the last (tp, ep, etp, pp, vpp, uneven): what
   // memory needs, for every ZeRO stage, recomputation, micro-batch and schedule.

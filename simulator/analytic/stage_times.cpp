@@ -318,13 +318,23 @@ const MemoryPeak& memory_of(StageTimes& st, void* local, const ModelSpec& m, con
     memory_peak(out, st, m, w, p, sched);
     return out;
   }
-  const MemoryKey key = memory_key(st.costs, sched, p, st.mb);
-  if (st.memo->memory_for != key) {
-    st.memo->memory = MemoryPeak{};
-    memory_peak(st.memo->memory, st, m, w, p, sched);
-    st.memo->memory_for = key;
+  // The memory depends on the micro-batch count only through the activations each rank holds
+  // in flight (stage_memory): plans of a batch range that hold as many share it.
+  const MemoryKey key = memory_key(st.costs, sched, p, -1);
+  EstimatorCache::Impl& ci = *st.memo;
+  const int mb = p.num_microbatches();
+  bool same = ci.memory_for == key;
+  for (int i = 0; i < st.pp; ++i) {
+    const double inflight = sched->inflight_microbatches(i, p.pp, p.vpp, mb);
+    same = same && ci.memory_inflight[static_cast<size_t>(i)] == inflight;
+    ci.memory_inflight[static_cast<size_t>(i)] = inflight;
   }
-  return st.memo->memory;
+  if (!same) {
+    ci.memory = MemoryPeak{};
+    memory_peak(ci.memory, st, m, w, p, sched);
+    ci.memory_for = key;
+  }
+  return ci.memory;
 }
 
 static_assert(std::is_trivially_destructible_v<StageTimes>);

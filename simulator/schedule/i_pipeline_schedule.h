@@ -76,10 +76,15 @@ class IPipelineSchedule {
  public:
   virtual ~IPipelineSchedule() = default;
   // The pipeline time; by default the timeline of task_order (time_task_order), which also
-  // fills in.rank_end_s / in.rank_grad_start_s. An override must fill them too.
+  // fills in.rank_end_s / in.rank_grad_start_s. An override must fill them too. Contract (the
+  // search's batch-range bounds rely on it; SchedulePlugins.BoundsTheSearchReliesOn checks
+  // every registered schedule): no rank ends before it has run its compute, rank_end_s[i] >=
+  // m c_i with c_i = f[i] + b[i] + w[i] - 2 pipeline_exchanges_per_pass(i, p, v) p2p_s (the
+  // passes less the exchanges charged inside them), so total_s >= m max_i c_i.
   virtual PipelineTime time(const PipelineInput& in) const;
   // Peak activations held by pipeline rank `stage`, in units of one micro-batch through all
-  // of that rank's layers.
+  // of that rank's layers. Contract: never falls as m grows (with the other arguments fixed,
+  // over the m the schedule accepts), so a plan's memory does not fall as its batch grows.
   virtual double inflight_microbatches(int stage, int p, int v, int m) const = 0;
   // Whether chunks are placed in a V (rank 0 holds the first and the last chunk): its ranks'
   // in-flight micro-batches need not fall with the stage index.

@@ -283,10 +283,15 @@ TEST(Search, PruningChangesNothing) {
     int gpus;
     std::vector<int64_t> batches;
   };
+  // A batch range (every batch from 64 to 256): the search decides whole ranges of a plan's
+  // batches at once from its micro-batch floor and its smallest batch's memory.
+  std::vector<int64_t> range;
+  for (int64_t g = 64; g <= 256; ++g) range.push_back(g);
   const std::vector<Case> cases = {{"gpt3-175b", "dgx-a100-80g", 128, {512}},
                                    {"llama3-70b", "dgx-h100", 64, {128, 256, 384}},
                                    {"mixtral-8x7b", "dgx-h100", 32, {256}},
-                                   {"megatron-1t", "dgx-a100-80g", 384, {384}}};
+                                   {"megatron-1t", "dgx-a100-80g", 384, {384}},
+                                   {"llama3-8b", "dgx-h100", 32, range}};
   long pruned_total = 0;
   for (const Case& k : cases)
     for (Objective obj :

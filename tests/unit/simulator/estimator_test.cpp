@@ -339,6 +339,21 @@ TEST(EstimatorCache, SameNumbersAsWithoutAndFloorsHold) {
       }
       EXPECT_EQ(step_time_floor(m, c, wp, p), floor) << what;
       EXPECT_GT(floor, 0) << what;
+      // The plan's own ZeRO stage adds at least zero_time_floor; one micro-batch's floor holds
+      // for every batch of the plan (a multiple of dp x mbs, as the search's batch ranges).
+      EXPECT_LE(floor + zero_time_floor(m, c, wp, p, &cache), alone.step_time_s) << what;
+      const double per_mb = microbatch_time_floor(m, c, wp, p, &cache);
+      EXPECT_GT(per_mb, 0) << what;
+      for (int64_t times : {1, 2, 3, 5, 8}) {
+        Plan q = p;
+        q.gbs = times * p.dp * p.mbs;
+        if (q.pp > 1 && !plan_schedule(q)->accepts_microbatches(q.pp, q.vpp, q.num_microbatches()))
+          continue;
+        Workload wq = w;
+        wq.global_batch = q.gbs;
+        EXPECT_LE(per_mb * q.num_microbatches(), estimate(m, c, wq, q).step_time_s * (1 + 1e-12))
+            << what << " at gbs " << q.gbs;
+      }
     }
   }
 }

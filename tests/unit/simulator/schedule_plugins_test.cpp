@@ -122,6 +122,53 @@ TEST(SchedulePlugins, EveryRegisteredOrderIsCompleteAndRuns) {
   }
 }
 
+// The contract the search's batch-range bounds rest on (IPipelineSchedule::time and
+// inflight_microbatches): with unequal ranks and exchanges, no rank ends before m times its
+// compute per micro-batch, and the activations a rank holds never fall as micro-batches are
+// added. An independent check of each plug-in's closed form against the physics of the step.
+TEST(SchedulePlugins, BoundsTheSearchReliesOn) {
+  for (const std::string& name : schedule_names()) {
+    const IPipelineSchedule& s = *find_schedule(name);
+    int runs = 0;
+    for (int p : {2, 3, 4, 8})
+      for (int v : {1, 2, 3, 4}) {
+        if (!s.accepts_chunks(v)) continue;
+        std::vector<double> prev_inflight(static_cast<size_t>(p), -1);
+        for (int m = 1; m <= 48; ++m) {
+          if (!s.accepts_microbatches(p, v, m)) continue;
+          std::vector<double> f(static_cast<size_t>(p)), b(f), w(f), end(f), grad(f);
+          for (int i = 0; i < p; ++i) {  // unequal ranks: the first and last carry more
+            f[static_cast<size_t>(i)] = 1.0 + 0.3 * (i == 0) + 0.1 * i;
+            b[static_cast<size_t>(i)] = 1.7 + 0.5 * (i == p - 1);
+            w[static_cast<size_t>(i)] = 0.6 + 0.05 * i;
+          }
+          PipelineInput in{p, v, m, f.data(), b.data(), w.data(), 0.07};
+          in.rank_end_s = end.data();
+          in.rank_grad_start_s = grad.data();
+          const PipelineTime t = s.time(in);
+          double busiest = 0;
+          for (int i = 0; i < p; ++i) {
+            const auto k = static_cast<size_t>(i);
+            // Its compute: the passes less the exchanges charged inside them (PipelineInput),
+            // which a schedule may not pay (a V hands chunk 0 to chunk 1 on its last rank).
+            const double work =
+                m * (f[k] + b[k] + w[k] - 2 * pipeline_exchanges_per_pass(i, p, v) * in.p2p_s);
+            busiest = std::max(busiest, work);
+            EXPECT_GE(end[k], work * (1 - 1e-12))
+                << name << " p " << p << " v " << v << " m " << m << " rank " << i;
+            const double inflight = s.inflight_microbatches(i, p, v, m);
+            EXPECT_GE(inflight, prev_inflight[k])
+                << name << " p " << p << " v " << v << " m " << m << " rank " << i;
+            prev_inflight[k] = inflight;
+          }
+          EXPECT_GE(t.total_s, busiest * (1 - 1e-12)) << name << " p " << p << " m " << m;
+          ++runs;
+        }
+      }
+    EXPECT_GT(runs, 10) << name;
+  }
+}
+
 // What the closed form's data-parallel overlap takes from a schedule's time(), each rank's
 // reduction window (its last weight-gradient task) and slack (how much earlier than the step's
 // last task that task ends), equals what the schedule's own task order does on the timeline,
