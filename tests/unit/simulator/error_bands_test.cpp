@@ -127,6 +127,30 @@ TEST(ErrorBands, ABadRecordNamesItsPlace) {
   }
 }
 
+// Valid JSON that is a bad record: the fast reader hands it to the located one, which names it.
+TEST(ErrorBands, ADuplicateKeyOrAWrongTypeNamesItsPlace) {
+  const std::string head =
+      "{\"cases_file\": \"x\", \"records\": [\n  {\"id\": \"a\", \"group\": \"g\", "
+      "\"generation\": \"hopper\", \"framework\": \"megatron\", \"calibrated\": false, "
+      "\"fp8\": false, \"zero3\": false, \"moe\": false, \"cp\": false, \"scale\": 1, ";
+  const auto path = std::filesystem::temp_directory_path() / "dtplan_bands_dup.json";
+  for (const auto& [tail, expect] :
+       {std::pair<std::string, std::string>{"\"gpus\": 8, \"seq\": 2048, \"ratio\": 1.0, "
+                                            "\"ratio\": 2.0}]}\n",
+                                            "ratio"},
+        {"\"gpus\": \"eight\", \"seq\": 2048, \"ratio\": 1.0}]}\n", "records[0].gpus"},
+        {"\"gpus\": 8, \"seq\": 2048, \"ratio\": 0}]}\n", "records[0].ratio"}}) {
+    std::ofstream(path) << head << tail;
+    try {
+      load_bands(path.string());
+      ADD_FAILURE() << "accepted: " << tail;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(":2:"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ErrorBands, GenerationsFromGpuNames) {
   EXPECT_EQ(gpu_generation("A100-SXM4-80GB"), "ampere");
   EXPECT_EQ(gpu_generation("H800-SXM5-80GB"), "hopper");
