@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <unordered_map>
 
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
@@ -9,9 +10,68 @@
 #include "cli/options.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/gzip.h"
 #include "simulator/des/step_sim.h"
 
 namespace dtplan::cli {
+
+namespace {
+
+// --trace-ranks: 'all' or GPU ids and ranges ("0-7,64"), as simulated ranks (indices of
+// StepSimResult::gpus); a GPU that is not simulated is refused with the reason.
+std::vector<int> parse_trace_ranks(const std::string& list, const des::StepSimResult& s,
+                                   bool all_ranks) {
+  std::vector<int> out;
+  if (list == "all") {
+    for (int k = 0; k < s.ranks; ++k) out.push_back(k);
+    return out;
+  }
+  std::unordered_map<int, int> rank_of;  // GPU -> simulated rank
+  for (size_t k = 0; k < s.gpus.size(); ++k) rank_of.emplace(s.gpus[k], static_cast<int>(k));
+  std::vector<char> taken(s.gpus.size(), 0);
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    at = comma + 1;
+    long lo = -1, hi = -1;
+    const size_t dash = item.find('-');
+    try {
+      size_t used = 0;
+      lo = std::stol(item.substr(0, dash), &used);
+      bool ok = used == (dash == std::string::npos ? item.size() : dash);
+      hi = lo;
+      if (ok && dash != std::string::npos) {
+        hi = std::stol(item.substr(dash + 1), &used);
+        ok = used == item.size() - dash - 1;
+      }
+      if (!ok) lo = -1;
+    } catch (const std::exception&) {
+      lo = -1;
+    }
+    if (lo < 0 || hi < lo)
+      throw InputError(
+          {}, "--trace-ranks",
+          fmt::format("'{}' is not a GPU or a range A-B (e.g. 0-7,64, or 'all')", item));
+    if (hi - lo > 2'097'152)
+      throw InputError({}, "--trace-ranks", fmt::format("range '{}' is too long", item));
+    for (long g = lo; g <= hi; ++g) {
+      const auto it = rank_of.find(static_cast<int>(g));
+      if (g > 2147483647L || it == rank_of.end())
+        throw InputError({}, "--trace-ranks",
+                         all_ranks ? fmt::format("GPU {} is not one of the {} GPUs", g, s.ranks)
+                                   : fmt::format("GPU {} is not simulated: with --ranks stage "
+                                                 "each stage's first GPU is (GPU {} ...); "
+                                                 "--ranks all simulates every GPU",
+                                                 g, s.gpus.empty() ? 0 : s.gpus.front()));
+      if (!taken[static_cast<size_t>(it->second)]) out.push_back(it->second);
+      taken[static_cast<size_t>(it->second)] = 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 void register_simulate(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand(
@@ -20,7 +80,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   static SpecOptions spec;
   static PlanOptions plan;
   static bool json = false;
-  static std::string trace, contention = "on", ranks = "stage", framework;
+  static std::string trace, trace_ranks, contention = "on", ranks = "stage", framework;
   static std::vector<std::string> slow_gpu, slow_link;
   static double jitter = 0;
   static int64_t seed = 1;
@@ -30,8 +90,21 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   add_resilience_options(*cmd, spec);
   add_framework_option(*cmd, framework);
   cmd->add_flag("--json", json, "Machine-readable output (the estimate's fields)");
-  cmd->add_option("--trace", trace, "Write a Chrome/Perfetto trace (open in ui.perfetto.dev)")
-      ->check([](const std::string& v) { return v.empty() ? "needs a file name" : ""; });
+  cmd->add_option("--trace", trace,
+                  "Write a Chrome/Perfetto trace (open in ui.perfetto.dev): FILE.json, or "
+                  "FILE.json.gz gzip'd")
+      ->check([](const std::string& v) {
+        if (v.empty()) return std::string("needs a file name");
+        if (v.ends_with(".pftrace") || v.ends_with(".perfetto-trace"))
+          return std::string(
+              "Perfetto's protobuf format is not written; use FILE.json or FILE.json.gz (gzip'd "
+              "JSON, which ui.perfetto.dev opens)");
+        return std::string();
+      });
+  cmd->add_option("--trace-ranks", trace_ranks,
+                  "GPUs the trace shows: 'all', or a list such as 0-7,64 (default: the first "
+                  "replica's GPU of each stage and the slowest GPU); GPUs with the same timeline "
+                  "share one process");
   cmd->add_option("--contention", contention,
                   "on: concurrent transfers (pipeline sends, data-parallel reductions) share "
                   "link bandwidth (max-min fair) and communication slows concurrent compute "
@@ -136,14 +209,28 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
           des::simulate_step(r.model, r.cluster, r.workload, r.plan, so).estimate.step_time_s;
     }
     if (!trace.empty()) {
-      const std::string json_text = des::trace_json(s.trace, s.ranks, s.gpus, r.plan.pp);
-      write_file_atomic(trace, json_text);
-      const double mb = static_cast<double>(json_text.size()) / 1e6;
-      fmt::print(stderr, "wrote {} ({}){}\n", trace,
-                 mb < 1 ? fmt::format("{:.0f} kB", mb * 1e3) : fmt::format("{:.1f} MB", mb),
-                 mb > 100 ? "; large traces load slowly in ui.perfetto.dev (--ranks stage "
-                            "writes one process per stage)"
-                          : "");
+      const std::vector<int> shown = trace_ranks.empty()
+                                         ? des::default_trace_ranks(s, r.plan.pp)
+                                         : parse_trace_ranks(trace_ranks, s, ranks == "all");
+      const std::vector<des::TraceProcess> processes = des::trace_processes(s, r.plan.pp, shown);
+      std::string text = des::trace_json(s.trace, processes);
+      const size_t json_bytes = text.size();
+      if (trace.ends_with(".gz")) text = gzip(text);
+      write_file_atomic(trace, text);
+      auto size = [](double bytes) {
+        return bytes < 1e6 ? fmt::format("{:.0f} kB", bytes / 1e3)
+                           : fmt::format("{:.1f} MB", bytes / 1e6);
+      };
+      fmt::print(stderr, "wrote {} ({}{}; {} GPU(s) in {} process(es)){}\n", trace,
+                 size(static_cast<double>(text.size())),
+                 text.size() != json_bytes
+                     ? fmt::format(", {} of JSON", size(static_cast<double>(json_bytes)))
+                     : "",
+                 shown.size(), processes.size(),
+                 json_bytes > 100'000'000
+                     ? "; large traces load slowly in ui.perfetto.dev (--trace-ranks selects "
+                       "GPUs, FILE.json.gz compresses)"
+                     : "");
     }
     if (json) {
       auto j = estimate_to_json(r, s.estimate, FlopsConvention::kCausalHalf);

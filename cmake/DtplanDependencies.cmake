@@ -4,6 +4,7 @@ find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED)              # zlib1g-dev: gzip'd traces
 # OpenBLAS: the cpu calibration backend's GEMM (libopenblas-dev).
 find_library(DTPLAN_OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-pthread)
 find_path(DTPLAN_OPENBLAS_INCLUDE openblas-pthread/cblas.h PATHS /usr/include/x86_64-linux-gnu)

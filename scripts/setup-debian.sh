@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   g++ cmake ninja-build make pkg-config python3 shellcheck clang-format chromium
-  libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
 )

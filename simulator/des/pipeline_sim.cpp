@@ -95,6 +95,7 @@ class Sim final : public Handler {
     dp_start_.assign(static_cast<size_t>(p), {});
     compute_done_.assign(static_cast<size_t>(p), 0);
     current_start_.assign(static_cast<size_t>(p), 0.0);
+    compute_end_.assign(static_cast<size_t>(p), 0.0);
     if (in.hw && static_cast<int>(in.gpu.size()) == p) {  // a GPU for every simulated rank
       std::vector<int> gpus = in.gpu;
       gpus.insert(gpus.end(), in.dp_pred.begin(), in.dp_pred.end());
@@ -148,6 +149,11 @@ class Sim final : public Handler {
       r.peak_inflight_microbatches.push_back(static_cast<double>(peak) / in_.v);
     r.trace = std::move(trace_events_);
     r.events = static_cast<long>(engine_.events_processed());
+    for (int s = 0; s < ranks_; ++s) {
+      r.same_as.push_back(s);
+      r.end_s.push_back(std::max(compute_end_[static_cast<size_t>(s)],
+                                 dp_end_[static_cast<size_t>(s)]));
+    }
     return r;
   }
 
@@ -347,6 +353,7 @@ class Sim final : public Handler {
     if (!t.hold && !t.serial) post_receives(s);
     if (next_[su] == orders_[su].size()) {
       compute_done_[su] = 1;
+      compute_end_[su] = now;
       pipeline_end_ = std::max(pipeline_end_, now);
       if (dp_seconds(s) > 0) {
         if (!in_.dp_overlap) {
@@ -542,6 +549,7 @@ class Sim final : public Handler {
   std::vector<char> post_after_send_;    // per rank: a serial task's receives wait for its sends
   std::vector<std::vector<char>> done_f_;
   std::vector<double> current_start_;  // per rank: its running task's start
+  std::vector<double> compute_end_;    // per rank: when its last compute task ended
   std::vector<TraceEvent> trace_events_;
 };
 
@@ -724,6 +732,8 @@ PipelineSimResult simulate_pipeline(const PipelineSimInput& in, const IPipelineS
   out.send_blocked_s.assign(static_cast<size_t>(ranks), 0);
   out.peak_inflight_microbatches.assign(static_cast<size_t>(ranks), 0);
   out.dp_end_s.assign(static_cast<size_t>(ranks), 0);
+  out.same_as.assign(static_cast<size_t>(ranks), 0);
+  out.end_s.assign(static_cast<size_t>(ranks), 0);
   out.replica_groups = static_cast<int>(red.groups.size());
   // One simulation per kind, copied to the groups of that kind.
   std::vector<PipelineSimResult> kind_result(red.groups.size());
@@ -737,24 +747,27 @@ PipelineSimResult simulate_pipeline(const PipelineSimInput& in, const IPipelineS
     }
   long flow_base = 0;
   for (size_t g = 0; g < red.groups.size(); ++g) {
-    const PipelineSimResult& k = kind_result[static_cast<size_t>(red.kind[g])];
+    const size_t kind = static_cast<size_t>(red.kind[g]);
+    const PipelineSimResult& k = kind_result[kind];
     out.makespan_s = std::max(out.makespan_s, k.makespan_s);
     out.pipeline_end_s = std::max(out.pipeline_end_s, k.pipeline_end_s);
-    const std::vector<int>& reps = red.groups[g];
-    auto full_rank = [&](int sim_rank) {
-      return reps[static_cast<size_t>(sim_rank / in.p)] * in.p + sim_rank % in.p;
+    // Simulated rank i of a group, as a rank of the full set.
+    auto full_rank = [&](const std::vector<int>& replicas, int i) {
+      return replicas[static_cast<size_t>(i / in.p)] * in.p + i % in.p;
     };
     for (size_t i = 0; i < k.busy_s.size(); ++i) {
-      const auto f = static_cast<size_t>(full_rank(static_cast<int>(i)));
+      const auto f = static_cast<size_t>(full_rank(red.groups[g], static_cast<int>(i)));
       out.busy_s[f] = k.busy_s[i];
       out.send_blocked_s[f] = k.send_blocked_s[i];
       out.peak_inflight_microbatches[f] = k.peak_inflight_microbatches[i];
       out.dp_end_s[f] = k.dp_end_s[i];
+      out.end_s[f] = k.end_s[i];
+      out.same_as[f] = full_rank(red.groups[kind], static_cast<int>(i));
     }
-    if (record_trace) {
+    if (record_trace && kind == g) {  // the simulated group's events, under its own ranks
       long flows = 0;
       for (TraceEvent t : k.trace) {
-        t.stage = full_rank(t.stage);
+        t.stage = full_rank(red.groups[g], t.stage);
         if (t.flow >= 0) {
           flows = std::max(flows, t.flow + 1);
           t.flow += flow_base;

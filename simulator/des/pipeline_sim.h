@@ -114,6 +114,11 @@ struct PipelineSimResult {
   // replica groups found (1 when the replicas share links, or without replicas).
   int simulated_ranks = 0;
   int replica_groups = 1;
+  // Per rank: the rank whose timeline it has (itself when it was simulated; with the symmetry
+  // reduction, the alike rank of the group that was). `trace` holds the simulated ranks' events
+  // only, each under its own rank: a copy's are its same_as rank's.
+  std::vector<int> same_as;
+  std::vector<double> end_s;  // per rank: when its last compute task or its reduction ended
 };
 
 // Runs each rank's task order of `schedule` (its plug-in's task_order) on the timeline.

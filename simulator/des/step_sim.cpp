@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "simulator/analytic/estimator.h"
@@ -183,6 +184,8 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   r.trace = std::move(sim.trace);
   r.gpus = in.gpu;
   r.ranks = in.p * in.replicas;
+  r.same_as = std::move(sim.same_as);
+  r.end_s = std::move(sim.end_s);
   r.simulated_ranks = sim.simulated_ranks;
   r.replica_groups = sim.replica_groups;
 
@@ -218,32 +221,44 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   return r;
 }
 
-std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
-                       const std::vector<int>& gpus, int pp) {
-  // Threads: one per stream that has a slice on that stage.
-  std::vector<std::array<bool, kNumStreams>> used(static_cast<size_t>(stages));
-  for (const TraceEvent& t : trace)
-    if (t.stage >= 0 && t.stage < stages)
-      used[static_cast<size_t>(t.stage)][static_cast<size_t>(t.stream)] = true;
-  std::vector<std::string> events;
-  for (int s = 0; s < stages; ++s) {
-    const std::string gpu = static_cast<int>(gpus.size()) > s
-                                ? fmt::format(" (GPU {})", gpus[static_cast<size_t>(s)])
-                                : "";
-    events.push_back(fmt::format(
-        "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"PP stage "
-        "{}{}\"}}}}",
-        s, pp > 0 ? s % pp : s, gpu));
+std::string trace_json(const std::vector<TraceEvent>& trace,
+                       const std::vector<TraceProcess>& processes) {
+  std::unordered_map<int, int> pid_of;  // simulated rank -> its process
+  for (size_t i = 0; i < processes.size(); ++i)
+    pid_of.emplace(processes[i].rank, static_cast<int>(i));
+  // Threads: one per stream that has a slice in that process.
+  std::vector<std::array<bool, kNumStreams>> used(processes.size());
+  std::unordered_map<long, int> flow_ends;  // flow id -> ends shown
+  for (const TraceEvent& t : trace) {
+    const auto it = pid_of.find(t.stage);
+    if (it == pid_of.end()) continue;
+    used[static_cast<size_t>(it->second)][static_cast<size_t>(t.stream)] = true;
+    if (t.flow >= 0) ++flow_ends[t.flow];
+  }
+  std::string out = "{\"traceEvents\":[\n";
+  bool first = true;
+  auto add = [&](const std::string& e) {
+    if (!first) out += ",\n";
+    out += e;
+    first = false;
+  };
+  for (size_t i = 0; i < processes.size(); ++i) {
+    add(fmt::format(
+        "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"{}\"}}}}", i,
+        processes[i].name));
     for (int k = 0; k < kNumStreams; ++k) {
-      if (k != 0 && !used[static_cast<size_t>(s)][static_cast<size_t>(k)]) continue;
-      events.push_back(fmt::format(
+      if (k != 0 && !used[i][static_cast<size_t>(k)]) continue;
+      add(fmt::format(
           "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
           "\"{}\"}}}}",
-          s, k, stream_name(static_cast<StreamKind>(k))));
+          i, k, stream_name(static_cast<StreamKind>(k))));
     }
   }
-  std::vector<std::string> flows;
+  std::string flows;
   for (const TraceEvent& t : trace) {
+    const auto it = pid_of.find(t.stage);
+    if (it == pid_of.end()) continue;
+    const int pid = it->second;
     const int tid = static_cast<int>(t.stream);
     const char* cat = t.stream == StreamKind::kCompute
                           ? (t.name.find('&') != std::string::npos ? "fwd+bwd"
@@ -256,24 +271,74 @@ std::string trace_json(const std::vector<TraceEvent>& trace, int stages,
                       : t.flow < 0                  ? "pp wait"  // a send waiting for its receive
                                                     : "pp";
     const double ts = t.start_s * 1e6, dur = (t.end_s - t.start_s) * 1e6;
-    events.push_back(fmt::format(
+    add(fmt::format(
         "{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},"
         "\"dur\":{:.3f}}}",
-        t.name, cat, t.stage, tid, ts, dur));
-    // Flow arrows (Chrome trace "s"/"f" events) from a send to its receive.
-    if (t.flow >= 0)
-      flows.push_back(fmt::format(
-          "{{\"ph\":\"{}\",\"name\":\"p2p\",\"cat\":\"pp\",\"id\":{},\"pid\":{},\"tid\":{},"
+        t.name, cat, pid, tid, ts, dur));
+    // Flow arrows (Chrome trace "s"/"f" events) from a send to its receive, both shown.
+    if (t.flow >= 0 && flow_ends[t.flow] == 2)
+      flows += fmt::format(
+          ",\n{{\"ph\":\"{}\",\"name\":\"p2p\",\"cat\":\"pp\",\"id\":{},\"pid\":{},\"tid\":{},"
           "\"ts\":{:.3f}{}}}",
-          t.stream == StreamKind::kPpSend ? "s" : "f", t.flow, t.stage, tid,
+          t.stream == StreamKind::kPpSend ? "s" : "f", t.flow, pid, tid,
           t.stream == StreamKind::kPpSend ? ts : ts + dur * 0.5,
-          t.stream == StreamKind::kPpSend ? "" : ",\"bp\":\"e\""));
+          t.stream == StreamKind::kPpSend ? "" : ",\"bp\":\"e\"");
   }
-  events.insert(events.end(), flows.begin(), flows.end());
-  std::string out = "{\"traceEvents\":[\n";
-  for (size_t i = 0; i < events.size(); ++i)
-    out += events[i] + (i + 1 < events.size() ? ",\n" : "\n");
-  return out + "],\"displayTimeUnit\":\"ms\"}\n";
+  out += flows;
+  return out + "\n],\"displayTimeUnit\":\"ms\"}\n";
+}
+
+std::string trace_json(const std::vector<TraceEvent>& trace, int ranks,
+                       const std::vector<int>& gpus, int pp) {
+  std::vector<TraceProcess> processes;
+  for (int s = 0; s < ranks; ++s) {
+    const std::string gpu = static_cast<int>(gpus.size()) > s
+                                ? fmt::format(" (GPU {})", gpus[static_cast<size_t>(s)])
+                                : "";
+    processes.push_back({s, fmt::format("PP stage {}{}", pp > 0 ? s % pp : s, gpu)});
+  }
+  return trace_json(trace, processes);
+}
+
+std::vector<TraceProcess> trace_processes(const StepSimResult& r, int pp,
+                                          const std::vector<int>& shown) {
+  auto same = [&](int k) {
+    return static_cast<size_t>(k) < r.same_as.size() ? r.same_as[static_cast<size_t>(k)] : k;
+  };
+  auto gpu = [&](int k) {
+    return static_cast<size_t>(k) < r.gpus.size() ? r.gpus[static_cast<size_t>(k)] : k;
+  };
+  std::vector<int> order;                         // timelines, in order of first appearance
+  std::unordered_map<int, std::vector<int>> who;  // timeline -> the shown ranks that have it
+  for (int k : shown) {
+    auto [it, fresh] = who.try_emplace(same(k));
+    if (fresh) order.push_back(same(k));
+    it->second.push_back(k);
+  }
+  std::vector<TraceProcess> out;
+  for (int t : order) {
+    const std::vector<int>& ks = who[t];
+    std::string name =
+        fmt::format("PP stage {} (GPU {}", pp > 0 ? ks.front() % pp : ks.front(), gpu(ks.front()));
+    if (ks.size() > 1) {
+      name += fmt::format(" and {} alike:", ks.size() - 1);
+      for (size_t i = 1; i < std::min<size_t>(ks.size(), 9); ++i)
+        name += fmt::format(" {}", gpu(ks[i]));
+      if (ks.size() > 9) name += " ...";
+    }
+    out.push_back({t, name + ")"});
+  }
+  return out;
+}
+
+std::vector<int> default_trace_ranks(const StepSimResult& r, int pp) {
+  std::vector<int> out;
+  for (int s = 0; s < std::min(pp, r.ranks); ++s) out.push_back(s);  // the first replica
+  int slowest = 0;
+  for (size_t k = 0; k < r.end_s.size(); ++k)
+    if (r.end_s[k] > r.end_s[static_cast<size_t>(slowest)]) slowest = static_cast<int>(k);
+  if (slowest >= pp) out.push_back(slowest);
+  return out;
 }
 
 }  // namespace dtplan::des

@@ -33,6 +33,10 @@ struct StepSimResult {
   // the independent replica groups it found.
   int simulated_ranks = 0;
   int replica_groups = 1;
+  // Per simulated rank: the rank whose timeline it has (PipelineSimResult::same_as; `trace`
+  // holds only the ranks that were simulated) and when its last task or reduction ended.
+  std::vector<int> same_as;
+  std::vector<double> end_s;
   // Per pipeline stage: the most micro-batches whose activations the timeline held at once,
   // what the schedule plug-in states, and the stage's peak memory with the simulated count.
   std::vector<double> peak_inflight_microbatches, schedule_inflight_microbatches;
@@ -81,11 +85,25 @@ inline StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const W
   return simulate_step(m, c, w, p, o, faults);
 }
 
-// Chrome/Perfetto trace JSON (CONVENTIONS.md §6): a process per simulated rank (pipeline
-// stage), a thread per stream (compute, pp send, pp recv, dp), an X slice per task or
-// transfer, and flow arrows ("s"/"f") from each pipeline send to its receive.
-// `ranks`: simulated ranks (StepSimResult::ranks); `pp` names each rank's stage.
+// One process of a trace: the events of simulated rank `rank`, under `name`.
+struct TraceProcess {
+  int rank;
+  std::string name;
+};
+// Chrome/Perfetto trace JSON (CONVENTIONS.md §6): a process per entry, a thread per stream
+// (compute, tp, cp, ep, pp send, pp recv, dp), an X slice per task or transfer, and flow
+// arrows ("s"/"f") from each pipeline send to its receive where both ends are shown.
+std::string trace_json(const std::vector<TraceEvent>& trace,
+                       const std::vector<TraceProcess>& processes);
+// Every simulated rank (0 .. ranks - 1), named by its stage (`pp`) and GPU.
 std::string trace_json(const std::vector<TraceEvent>& trace, int ranks,
                        const std::vector<int>& gpus = {}, int pp = 0);
+// The processes of a trace of `shown` (simulated ranks): ranks with the same timeline (alike
+// replicas, StepSimResult::same_as) are one process, named by the GPUs it stands for.
+std::vector<TraceProcess> trace_processes(const StepSimResult& r, int pp,
+                                          const std::vector<int>& shown);
+// simulate's default --trace-ranks: the first replica's rank of each stage and the slowest
+// rank (the one whose last task or reduction ends last).
+std::vector<int> default_trace_ranks(const StepSimResult& r, int pp);
 
 }  // namespace dtplan::des

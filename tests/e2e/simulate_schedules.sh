@@ -40,6 +40,41 @@ assert ids and all(sorted(v) == ["f", "s"] for v in ids.values())
 assert len(ids) == sum(1 for e in slices if e["cat"] == "pp") // 2
 PY
 done
+# --ranks all with a gzip'd trace of every GPU: alike replicas share one process (the 32 data-
+# and tensor-parallel replicas of each stage), the file is gzip (RFC 1952) of the same JSON, and
+# the size is printed. A slow GPU breaks the symmetry: its replica gets processes of its own.
+"$bin" simulate "${base[@]}" --ranks all --trace-ranks all --trace all.json.gz > /dev/null \
+  2> all.err || fail "--ranks all: $(cat all.err)"
+grep -q "wrote all.json.gz (.*of JSON; 256 GPU(s) in 8 process(es))" all.err \
+  || fail "trace size line: $(cat all.err)"
+"$bin" simulate "${base[@]}" --ranks all --trace-ranks all --slow-gpu 37:1.5 \
+  --trace slow.json.gz > /dev/null 2> slow.err || fail "slow: $(cat slow.err)"
+"$bin" simulate "${base[@]}" --ranks all --trace-ranks 0-7,32,200 --trace some.json \
+  > /dev/null 2> some.err || fail "--trace-ranks: $(cat some.err)"
+python3 - <<'PY' || fail "gzip'd traces"
+import gzip, json
+def procs(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with open(path, "rb") as f:
+        head = f.read(2)
+    assert (head == b"\x1f\x8b") == path.endswith(".gz"), (path, head)  # the gzip magic
+    events = json.load(opener(path, "rt"))["traceEvents"]
+    return [e["args"]["name"] for e in events if e.get("name") == "process_name"]
+all_ = procs("all.json.gz")
+assert len(all_) == 8 and all("and 31 alike" in n for n in all_), all_
+slow = procs("slow.json.gz")
+# GPU 37 is stage 1 of the first data-parallel replica (TP group 32-39): that replica's 8 GPUs of
+# each stage are a group apart from the other 24 (four replicas of 8 TP ranks; pp outermost).
+assert len(slow) > 8, slow
+some = procs("some.json")
+# GPUs 0-7 are TP peers of stage 0 (one process), 32 is stage 1, 200 stage 6.
+assert len(some) == 3 and "and 7 alike" in some[0], some
+PY
+"$bin" simulate "${base[@]}" --trace-ranks 5 --trace x.json > /dev/null 2> r5.err \
+  && fail "--trace-ranks 5 with --ranks stage"
+grep -q -- "--trace-ranks: GPU 5 is not simulated" r5.err || fail "$(cat r5.err)"
+"$bin" simulate "${base[@]}" --trace x.pftrace > /dev/null 2> pf.err && fail ".pftrace accepted"
+grep -q -- "--trace: Perfetto's protobuf format is not written" pf.err || fail "$(cat pf.err)"
 "$bin" simulate "${base[@]}" --schedule zb-v > /dev/null 2> vpp.err && fail "zb-v ran with vpp 1"
 grep -q -- "--vpp.*vpp must be 2" vpp.err || fail "zb-v without --vpp 2: $(cat vpp.err)"
 echo "simulate_schedules: all passed"
