@@ -151,8 +151,8 @@ class Sim final : public Handler {
     r.events = static_cast<long>(engine_.events_processed());
     for (int s = 0; s < ranks_; ++s) {
       r.same_as.push_back(s);
-      r.end_s.push_back(std::max(compute_end_[static_cast<size_t>(s)],
-                                 dp_end_[static_cast<size_t>(s)]));
+      r.end_s.push_back(
+          std::max(compute_end_[static_cast<size_t>(s)], dp_end_[static_cast<size_t>(s)]));
     }
     return r;
   }
