@@ -43,10 +43,14 @@ BENCHMARK(BM_EngineEvents)->Arg(16)->Arg(1024)->Arg(16384)->Unit(benchmark::kMil
 namespace dtplan::des {
 namespace {
 
-// range(0) = 1: every one of the 16,384 GPUs is a simulated rank (--ranks all).
+// range(0) = 1: every one of the 16,384 GPUs is a simulated rank (--ranks all); 2: the same
+// without the symmetry reduction (every replica on one engine: the baseline).
 void BM_Llama405B_16K_Step(benchmark::State& state) {
   setenv("DTPLAN_DATA_DIR", DTPLAN_BENCH_DATA_DIR, 0);
   const bool all_ranks = state.range(0) != 0;
+  SimOptions o;
+  o.all_ranks = all_ranks;
+  o.reduce_symmetry = state.range(0) != 2;
   const ModelSpec m = load_model("llama3.1-405b");
   const Cluster c = load_cluster("dgx-h100", 16384);
   Workload w;
@@ -64,15 +68,14 @@ void BM_Llama405B_16K_Step(benchmark::State& state) {
   p.schedule = "1f1b";
   long events = 0;
   for (auto _ : state) {
-    StepSimResult r =
-        simulate_step(m, c, w, p, /*link_sharing=*/true, /*record_trace=*/false, all_ranks);
+    StepSimResult r = simulate_step(m, c, w, p, o);
     events += r.events;
     benchmark::DoNotOptimize(r);
   }
   state.counters["events/s"] =
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Llama405B_16K_Step)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Llama405B_16K_Step)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace dtplan::des

@@ -11,6 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/gzip.h"
+#include "simulator/des/perfetto_proto.h"
 #include "simulator/des/step_sim.h"
 
 namespace dtplan::cli {
@@ -91,16 +92,9 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   add_framework_option(*cmd, framework);
   cmd->add_flag("--json", json, "Machine-readable output (the estimate's fields)");
   cmd->add_option("--trace", trace,
-                  "Write a Chrome/Perfetto trace (open in ui.perfetto.dev): FILE.json, or "
-                  "FILE.json.gz gzip'd")
-      ->check([](const std::string& v) {
-        if (v.empty()) return std::string("needs a file name");
-        if (v.ends_with(".pftrace") || v.ends_with(".perfetto-trace"))
-          return std::string(
-              "Perfetto's protobuf format is not written; use FILE.json or FILE.json.gz (gzip'd "
-              "JSON, which ui.perfetto.dev opens)");
-        return std::string();
-      });
+                  "Write a trace to open in ui.perfetto.dev: FILE.pftrace (Perfetto's protobuf), "
+                  "FILE.json.gz (gzip'd JSON) or FILE.json (Chrome trace-event JSON)")
+      ->check([](const std::string& v) { return v.empty() ? "needs a file name" : ""; });
   cmd->add_option("--trace-ranks", trace_ranks,
                   "GPUs the trace shows: 'all', or a list such as 0-7,64 (default: the first "
                   "replica's GPU of each stage and the slowest GPU); GPUs with the same timeline "
@@ -213,9 +207,11 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
                                          ? des::default_trace_ranks(s, r.plan.pp)
                                          : parse_trace_ranks(trace_ranks, s, ranks == "all");
       const std::vector<des::TraceProcess> processes = des::trace_processes(s, r.plan.pp, shown);
-      std::string text = des::trace_json(s.trace, processes);
+      const bool proto = trace.ends_with(".pftrace") || trace.ends_with(".perfetto-trace");
+      std::string text =
+          proto ? des::trace_proto(s.trace, processes) : des::trace_json(s.trace, processes);
       const size_t json_bytes = text.size();
-      if (trace.ends_with(".gz")) text = gzip(text);
+      if (!proto && trace.ends_with(".gz")) text = gzip(text);
       write_file_atomic(trace, text);
       auto size = [](double bytes) {
         return bytes < 1e6 ? fmt::format("{:.0f} kB", bytes / 1e3)

@@ -3,7 +3,7 @@
 # is already installed it changes nothing and does not touch the network.
 set -euo pipefail
 packages=(
-  g++ cmake ninja-build make pkg-config python3 shellcheck clang-format chromium
+  g++ cmake ninja-build make pkg-config python3 python3-venv shellcheck clang-format chromium
   libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin

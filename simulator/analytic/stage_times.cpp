@@ -322,12 +322,23 @@ const MemoryPeak& memory_of(StageTimes& st, void* local, const ModelSpec& m, con
   // in flight (stage_memory): plans of a batch range that hold as many share it.
   const MemoryKey key = memory_key(st.costs, sched, p, -1);
   EstimatorCache::Impl& ci = *st.memo;
+  // The ranks memory_peak visits: the first, second and last (and a two-part split's first
+  // stage of its second part), or every rank for MoE models and V schedules.
   const int mb = p.num_microbatches();
   bool same = ci.memory_for == key;
-  for (int i = 0; i < st.pp; ++i) {
+  auto check = [&](int i, size_t slot) {
     const double inflight = sched->inflight_microbatches(i, p.pp, p.vpp, mb);
-    same = same && ci.memory_inflight[static_cast<size_t>(i)] == inflight;
-    ci.memory_inflight[static_cast<size_t>(i)] = inflight;
+    same = same && ci.memory_inflight[slot] == inflight;
+    ci.memory_inflight[slot] = inflight;
+  };
+  if (!m.moe && !sched->v_shape()) {
+    const int pp = st.pp;
+    check(0, 0);
+    check(std::min(1, pp - 1), 1);
+    check(pp - 1, 2);
+    check(p.split_stages > 1 && p.split_stages < pp - 1 ? p.split_stages : 0, 3);
+  } else {
+    for (int i = 0; i < st.pp; ++i) check(i, static_cast<size_t>(i));
   }
   if (!same) {
     ci.memory = MemoryPeak{};

@@ -221,18 +221,46 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   return r;
 }
 
+std::vector<int> trace_lanes(const std::vector<TraceEvent>& trace) {
+  std::vector<int> lane(trace.size(), 0);
+  std::unordered_map<uint64_t, std::vector<size_t>> of;  // (rank, stream) -> its events
+  for (size_t e = 0; e < trace.size(); ++e)
+    of[(static_cast<uint64_t>(static_cast<uint32_t>(trace[e].stage)) << 8) |
+       static_cast<uint64_t>(trace[e].stream)]
+        .push_back(e);
+  std::vector<double> ends;  // per lane: when its last slice ends
+  for (auto& [k, events] : of) {
+    std::stable_sort(events.begin(), events.end(),
+                     [&](size_t a, size_t b) { return trace[a].start_s < trace[b].start_s; });
+    ends.clear();
+    for (size_t e : events) {
+      size_t l = 0;
+      while (l < ends.size() && ends[l] > trace[e].start_s) ++l;
+      if (l == ends.size()) ends.push_back(0);
+      ends[l] = std::max(trace[e].start_s, trace[e].end_s);
+      lane[e] = static_cast<int>(l);
+    }
+  }
+  return lane;
+}
+
 std::string trace_json(const std::vector<TraceEvent>& trace,
                        const std::vector<TraceProcess>& processes) {
   std::unordered_map<int, int> pid_of;  // simulated rank -> its process
   for (size_t i = 0; i < processes.size(); ++i)
     pid_of.emplace(processes[i].rank, static_cast<int>(i));
-  // Threads: one per stream that has a slice in that process.
-  std::vector<std::array<bool, kNumStreams>> used(processes.size());
+  // Threads: one per stream (and lane) that has a slice in that process.
+  const std::vector<int> lane = trace_lanes(trace);
+  std::vector<std::vector<bool>> used(processes.size());
   std::unordered_map<long, int> flow_ends;  // flow id -> ends shown
-  for (const TraceEvent& t : trace) {
+  for (size_t e = 0; e < trace.size(); ++e) {
+    const TraceEvent& t = trace[e];
     const auto it = pid_of.find(t.stage);
     if (it == pid_of.end()) continue;
-    used[static_cast<size_t>(it->second)][static_cast<size_t>(t.stream)] = true;
+    std::vector<bool>& u = used[static_cast<size_t>(it->second)];
+    const size_t tid = static_cast<size_t>(t.stream) + kNumStreams * static_cast<size_t>(lane[e]);
+    if (u.size() <= tid) u.resize(tid + 1, false);
+    u[tid] = true;
     if (t.flow >= 0) ++flow_ends[t.flow];
   }
   std::string out = "{\"traceEvents\":[\n";
@@ -246,20 +274,23 @@ std::string trace_json(const std::vector<TraceEvent>& trace,
     add(fmt::format(
         "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"{}\"}}}}", i,
         processes[i].name));
-    for (int k = 0; k < kNumStreams; ++k) {
-      if (k != 0 && !used[i][static_cast<size_t>(k)]) continue;
+    for (size_t k = 0; k < std::max<size_t>(used[i].size(), 1); ++k) {
+      if (k != 0 && !used[i][k]) continue;
+      const auto stream = static_cast<StreamKind>(k % kNumStreams);
+      const size_t l = k / kNumStreams;
       add(fmt::format(
           "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
-          "\"{}\"}}}}",
-          i, k, stream_name(static_cast<StreamKind>(k))));
+          "\"{}{}\"}}}}",
+          i, k, stream_name(stream), l > 0 ? fmt::format(" ({})", l + 1) : ""));
     }
   }
   std::string flows;
-  for (const TraceEvent& t : trace) {
+  for (size_t e = 0; e < trace.size(); ++e) {
+    const TraceEvent& t = trace[e];
     const auto it = pid_of.find(t.stage);
     if (it == pid_of.end()) continue;
     const int pid = it->second;
-    const int tid = static_cast<int>(t.stream);
+    const int tid = static_cast<int>(t.stream) + kNumStreams * lane[e];
     const char* cat = t.stream == StreamKind::kCompute
                           ? (t.name.find('&') != std::string::npos ? "fwd+bwd"
                              : t.name[0] == 'F'                    ? "fwd"

@@ -85,6 +85,10 @@ inline StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const W
   return simulate_step(m, c, w, p, o, faults);
 }
 
+// Per event, its lane within its rank's stream: slices of one stream that overlap in time
+// (the two messages of a batched exchange) go on separate lanes, since a viewer's thread track
+// holds nested slices only. Lane 0 is the stream's own thread.
+std::vector<int> trace_lanes(const std::vector<TraceEvent>& trace);
 // One process of a trace: the events of simulated rank `rank`, under `name`.
 struct TraceProcess {
   int rank;

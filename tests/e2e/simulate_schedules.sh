@@ -73,8 +73,6 @@ PY
 "$bin" simulate "${base[@]}" --trace-ranks 5 --trace x.json > /dev/null 2> r5.err \
   && fail "--trace-ranks 5 with --ranks stage"
 grep -q -- "--trace-ranks: GPU 5 is not simulated" r5.err || fail "$(cat r5.err)"
-"$bin" simulate "${base[@]}" --trace x.pftrace > /dev/null 2> pf.err && fail ".pftrace accepted"
-grep -q -- "--trace: Perfetto's protobuf format is not written" pf.err || fail "$(cat pf.err)"
 "$bin" simulate "${base[@]}" --schedule zb-v > /dev/null 2> vpp.err && fail "zb-v ran with vpp 1"
 grep -q -- "--vpp.*vpp must be 2" vpp.err || fail "zb-v without --vpp 2: $(cat vpp.err)"
 echo "simulate_schedules: all passed"

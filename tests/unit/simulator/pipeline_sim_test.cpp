@@ -11,6 +11,7 @@
 #include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -483,13 +484,18 @@ TEST(StepSim, TraceIsPerfettoJson) {
   auto j = nlohmann::json::parse(trace_json(r.trace, p.pp, r.gpus));
   ASSERT_TRUE(j.contains("traceEvents"));
   int processes = 0, threads = 0, compute = 0, sends = 0, recvs = 0, dp = 0;
-  std::map<long, int> flow_ends;            // flow id -> count of "s" and "f" events
+  std::map<long, int> flow_ends;          // flow id -> count of "s" and "f" events
+  std::set<std::pair<int, int>> streams;  // (process, stream) with a thread
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> slices_on;
   std::vector<double> tp_by_stage(8, 0.0);  // microseconds
   for (const auto& e : j["traceEvents"]) {
     if (e["ph"] == "M") {
       EXPECT_TRUE(e["args"].is_object());
       if (e["name"] == "process_name") ++processes;
-      if (e["name"] == "thread_name") ++threads;
+      if (e["name"] == "thread_name") {
+        ++threads;
+        streams.insert({e["pid"].get<int>(), e["tid"].get<int>() % kNumStreams});
+      }
       continue;
     }
     if (e["ph"] == "s" || e["ph"] == "f") {
@@ -501,13 +507,26 @@ TEST(StepSim, TraceIsPerfettoJson) {
     EXPECT_LT(e["pid"].get<int>(), 8);
     const std::string cat = e["cat"];
     if (cat == "fwd" || cat == "bwd") ++compute;
+    // Overlapping slices of a stream are on lanes of their own (tid = stream + 7 x lane).
     if (cat == "pp")
-      (e["tid"].get<int>() == static_cast<int>(StreamKind::kPpSend) ? sends : recvs)++;
+      (e["tid"].get<int>() % kNumStreams == static_cast<int>(StreamKind::kPpSend) ? sends
+                                                                                  : recvs)++;
+    slices_on[{e["pid"].get<int>(), e["tid"].get<int>()}].emplace_back(
+        e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
     if (cat == "dp") ++dp;
     if (cat == "tp") tp_by_stage[e["pid"].get<size_t>()] += e["dur"].get<double>();
   }
-  EXPECT_EQ(processes, 8);    // a process per simulated stage
-  EXPECT_EQ(threads, 8 * 5);  // compute, tp, pp send, pp recv, dp on every stage (no cp, ep)
+  EXPECT_EQ(processes, 8);  // a process per simulated stage
+  // compute, tp, pp send, pp recv, dp on every stage (no cp, ep), and lanes of pp send/recv
+  // for the batched exchanges' two messages at once.
+  EXPECT_EQ(streams.size(), 8u * 5);
+  EXPECT_GT(threads, 8 * 5);
+  // No two slices of one thread overlap (a thread track holds nested slices only).
+  for (auto& [thread, spans] : slices_on) {
+    std::sort(spans.begin(), spans.end());
+    for (size_t i = 1; i < spans.size(); ++i)  // the JSON prints microseconds to 3 decimals
+      EXPECT_LE(spans[i - 1].second, spans[i].first + 2e-3);
+  }
   // The exposed TP time on the trace is the cost model's: the busiest stage's TP slices add up
   // to the estimate's exposed TP communication.
   double tp_max = 0;
