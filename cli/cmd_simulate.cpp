@@ -153,6 +153,9 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 2;
       return;
     }
+    if (!trace_ranks.empty() && trace.empty())
+      throw InputError({}, "--trace-ranks",
+                       "selects the GPUs a trace shows: give --trace FILE too");
     const FrameworkCheck fw = check_framework(framework, r.plan);
     throw_if_refused(fw);
     des::SimFaults faults;
