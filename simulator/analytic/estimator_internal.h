@@ -241,8 +241,10 @@ struct EstimatorCache::Impl {
   // The last stage loop and the last memory computed, and what they were computed for.
   std::unique_ptr<StageTimes> stages = std::make_unique<StageTimes>();
   std::optional<StageKey> stage_key;
-  std::optional<MemoryKey> memory_for;  // with mb = -1: the micro-batches count through...
-  std::array<double, kMaxStages> memory_inflight{};  // ...each rank's activations in flight
+  // With mb = -1: the micro-batch count enters through the activations in flight only; the
+  // memo holds the memory of memory_mb micro-batches (and of any count that holds as many).
+  std::optional<MemoryKey> memory_for;
+  int memory_mb = 0;
   MemoryPeak memory;
   // Parameters of ranks 0, 1 and the last for the last (tp, ep, etp, pp, vpp, uneven): what
   // memory needs, for every ZeRO stage, recomputation, micro-batch and schedule.

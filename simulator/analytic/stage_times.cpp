@@ -322,29 +322,30 @@ const MemoryPeak& memory_of(StageTimes& st, void* local, const ModelSpec& m, con
   // in flight (stage_memory): plans of a batch range that hold as many share it.
   const MemoryKey key = memory_key(st.costs, sched, p, -1);
   EstimatorCache::Impl& ci = *st.memo;
-  // The ranks memory_peak visits: the first, second and last (and a two-part split's first
-  // stage of its second part), or every rank for MoE models and V schedules.
   const int mb = p.num_microbatches();
   bool same = ci.memory_for == key;
-  auto check = [&](int i, size_t slot) {
-    const double inflight = sched->inflight_microbatches(i, p.pp, p.vpp, mb);
-    same = same && ci.memory_inflight[slot] == inflight;
-    ci.memory_inflight[slot] = inflight;
-  };
-  if (!m.moe && !sched->v_shape()) {
+  if (same && ci.memory_mb != mb) {
+    // Another micro-batch count: the same memory if the ranks memory_peak visits (the first,
+    // second and last, and a two-part split's first stage of its second part; every rank for
+    // MoE models and V schedules) hold as many in flight.
+    auto alike = [&](int i) {
+      return sched->inflight_microbatches(i, p.pp, p.vpp, mb) ==
+             sched->inflight_microbatches(i, p.pp, p.vpp, ci.memory_mb);
+    };
     const int pp = st.pp;
-    check(0, 0);
-    check(std::min(1, pp - 1), 1);
-    check(pp - 1, 2);
-    check(p.split_stages > 1 && p.split_stages < pp - 1 ? p.split_stages : 0, 3);
-  } else {
-    for (int i = 0; i < st.pp; ++i) check(i, static_cast<size_t>(i));
+    if (!m.moe && !sched->v_shape()) {
+      same = alike(0) && alike(std::min(1, pp - 1)) && alike(pp - 1) &&
+             (!(p.split_stages > 1 && p.split_stages < pp - 1) || alike(p.split_stages));
+    } else {
+      for (int i = 0; i < pp && same; ++i) same = alike(i);
+    }
   }
   if (!same) {
     ci.memory = MemoryPeak{};
     memory_peak(ci.memory, st, m, w, p, sched);
     ci.memory_for = key;
   }
+  ci.memory_mb = mb;  // what the memo holds is also this count's memory
   return ci.memory;
 }
 
