@@ -37,6 +37,7 @@ BENCHMARK(BM_EngineEvents)->Arg(16)->Arg(1024)->Arg(16384)->Unit(benchmark::kMil
 
 // Issue #5 scale target: one step of Llama-3.1-405B on 16,384 H100 (TP8 PP16 DP128, 1F1B,
 // seq 8192, global batch 2048, micro-batch 1, layers split 7 / 8 x 14 / 7).
+#include "bench/bench_plans.h"
 #include "core/catalog.h"
 #include "simulator/des/step_sim.h"
 
@@ -53,19 +54,10 @@ void BM_Llama405B_16K_Step(benchmark::State& state) {
   o.reduce_symmetry = state.range(0) != 2;
   const ModelSpec m = load_model("llama3.1-405b");
   const Cluster c = load_cluster("dgx-h100", 16384);
+  const Plan p = llama405b_plan(16384);
   Workload w;
   w.seq_len = 8192;
-  w.global_batch = 2048;
-  Plan p;
-  p.tp = 8;
-  p.pp = 16;
-  p.dp = 128;
-  p.sp = true;
-  p.zero = 1;
-  p.mbs = 1;
-  p.gbs = 2048;
-  p.uneven_pp = true;
-  p.schedule = "1f1b";
+  w.global_batch = p.gbs;
   long events = 0;
   for (auto _ : state) {
     StepSimResult r = simulate_step(m, c, w, p, o);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 
+#include "bench/bench_plans.h"
 #include "core/catalog.h"
 #include "core/gzip.h"
 #include "planner/search.h"
@@ -39,20 +40,6 @@ void row(const char* what, const std::string& now, const char* target, const std
   fmt::print("{:<58} {:>14} {:>12} {:>14} {:>8}\n", what, now, target, base, ratio);
 }
 
-Plan llama405b_plan(int gpus) {
-  Plan p;
-  p.tp = 8;
-  p.pp = 16;
-  p.dp = gpus / 128;
-  p.sp = true;
-  p.zero = 1;
-  p.mbs = 1;
-  p.gbs = 2048;
-  p.uneven_pp = true;
-  p.schedule = "1f1b";
-  return p;
-}
-
 }  // namespace
 }  // namespace dtplan
 
@@ -69,8 +56,8 @@ int main(int argc, char** argv) {
   w405.global_batch = 2048;
   for (const int gpus : {16384, 131072}) {
     const Cluster c = load_cluster("dgx-h100", gpus);
-    Plan p = llama405b_plan(gpus);
-    w405.global_batch = p.gbs = gpus / 8;
+    const Plan p = llama405b_plan(gpus);
+    w405.global_batch = p.gbs;
     des::SimOptions o;
     o.all_ranks = true;
     des::StepSimResult red;

@@ -8,6 +8,7 @@
 #include "cli/estimate_json.h"
 #include "cli/framework_check.h"
 #include "cli/options.h"
+#include "cli/search_options.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/gzip.h"
@@ -30,44 +31,17 @@ std::vector<int> parse_trace_ranks(const std::string& list, const des::StepSimRe
   std::unordered_map<int, int> rank_of;  // GPU -> simulated rank
   for (size_t k = 0; k < s.gpus.size(); ++k) rank_of.emplace(s.gpus[k], static_cast<int>(k));
   std::vector<char> taken(s.gpus.size(), 0);
-  size_t at = 0;
-  while (at <= list.size()) {
-    const size_t comma = std::min(list.find(',', at), list.size());
-    const std::string item = list.substr(at, comma - at);
-    at = comma + 1;
-    long lo = -1, hi = -1;
-    const size_t dash = item.find('-');
-    try {
-      size_t used = 0;
-      lo = std::stol(item.substr(0, dash), &used);
-      bool ok = used == (dash == std::string::npos ? item.size() : dash);
-      hi = lo;
-      if (ok && dash != std::string::npos) {
-        hi = std::stol(item.substr(dash + 1), &used);
-        ok = used == item.size() - dash - 1;
-      }
-      if (!ok) lo = -1;
-    } catch (const std::exception&) {
-      lo = -1;
-    }
-    if (lo < 0 || hi < lo)
-      throw InputError(
-          {}, "--trace-ranks",
-          fmt::format("'{}' is not a GPU or a range A-B (e.g. 0-7,64, or 'all')", item));
-    if (hi - lo > 2'097'152)
-      throw InputError({}, "--trace-ranks", fmt::format("range '{}' is too long", item));
-    for (long g = lo; g <= hi; ++g) {
-      const auto it = rank_of.find(static_cast<int>(g));
-      if (g > 2147483647L || it == rank_of.end())
-        throw InputError({}, "--trace-ranks",
-                         all_ranks ? fmt::format("GPU {} is not one of the {} GPUs", g, s.ranks)
-                                   : fmt::format("GPU {} is not simulated: with --ranks stage "
-                                                 "each stage's first GPU is (GPU {} ...); "
-                                                 "--ranks all simulates every GPU",
-                                                 g, s.gpus.empty() ? 0 : s.gpus.front()));
-      if (!taken[static_cast<size_t>(it->second)]) out.push_back(it->second);
-      taken[static_cast<size_t>(it->second)] = 1;
-    }
+  for (const int g : parse_int_set(list, "--trace-ranks", 2097151, /*positive=*/false)) {
+    const auto it = rank_of.find(g);
+    if (it == rank_of.end())
+      throw InputError({}, "--trace-ranks",
+                       all_ranks ? fmt::format("GPU {} is not one of the {} GPUs", g, s.ranks)
+                                 : fmt::format("GPU {} is not simulated: with --ranks stage each "
+                                               "stage's first GPU is (GPU {} ...); --ranks all "
+                                               "simulates every GPU",
+                                               g, s.gpus.empty() ? 0 : s.gpus.front()));
+    if (!taken[static_cast<size_t>(it->second)]) out.push_back(it->second);
+    taken[static_cast<size_t>(it->second)] = 1;
   }
   return out;
 }

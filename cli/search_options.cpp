@@ -61,10 +61,6 @@ std::vector<Int> parse_set(const std::string& text, const std::string& flag, Int
   return out;
 }
 
-std::vector<int> parse_int_set(const std::string& text, const std::string& flag) {
-  return parse_set<int>(text, flag, 100000, /*positive=*/flag != "--zero");
-}
-
 // Global batches from --gbs (sequences) or --gbs-tokens (tokens, whole sequences of --seq): a
 // value, a list or a range; a token range keeps the whole numbers of sequences inside it.
 std::vector<int64_t> parse_global_batches(const std::string& gbs, const std::string& tokens,
@@ -113,6 +109,15 @@ std::vector<std::string> split(const std::string& text) {
 }
 
 }  // namespace
+
+std::vector<int> parse_int_set(const std::string& text, const std::string& flag) {
+  return parse_set<int>(text, flag, 100000, /*positive=*/flag != "--zero");
+}
+
+std::vector<int> parse_int_set(const std::string& text, const std::string& flag, int max_width,
+                               bool positive) {
+  return parse_set<int>(text, flag, max_width, positive);
+}
 
 void add_search_flags(CLI::App& cmd, SearchFlags& f) {
   add_spec_options(cmd, f.spec);

@@ -63,6 +63,12 @@ void widen_for_distinct(SearchSetup& s, const SearchFlags& f);
 
 // The `dtplan search --json` document, including the flags it ran with ("flags"), so that the
 // search can be run again from it (report --from).
+// "8", "2,4,8" or "4-16": every integer of the values and ranges (at most max_width + 1 per
+// range), or InputError naming `flag`.
+std::vector<int> parse_int_set(const std::string& text, const std::string& flag);
+std::vector<int> parse_int_set(const std::string& text, const std::string& flag, int max_width,
+                               bool positive);
+
 nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const SearchResult& r,
                               const char* evaluator, int refined_with_des);
 

@@ -696,7 +696,9 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
                 if (opt.prune && static_cast<int>(wk.top.size()) >= top_k && !wk.pareto.empty()) {
                   double& shared = floors[k.s * batches.size() + bi];  // for every ZeRO stage
                   if (shared < 0) shared = evaluator.step_time_floor(m, c, wl, p);
-                  const double fl = shared + evaluator.zero_time_floor(m, c, wl, p);
+                  // The plan's own ZeRO stage's part only where the shared floor does not do.
+                  double fl = shared;
+                  if (!cannot_enter(fl, tokens, mem)) fl += evaluator.zero_time_floor(m, c, wl, p);
                   if (cannot_enter(fl, tokens, mem)) {
                     wk.reject(Rejection::kCannotBeatTopK, 1, [&] {
                       return fmt::format("{}: at least {:.3f} s per step", p.describe(), fl);

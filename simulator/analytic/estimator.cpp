@@ -482,6 +482,25 @@ double step_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, 
   return pipe.total_s + host_floor;
 }
 
+namespace {
+
+// The busiest rank's ZeRO-3 gathers and reduce-scatters exposed during the step (dp_cost.h) for
+// `mb` micro-batches with `slack` and `window`, as the estimate prices them for that rank.
+double busiest_zero3_exposed_s(StageTimes& st, const ModelSpec& m, const Cluster& c,
+                               const Workload& w, const Plan& p, int mb, double window,
+                               double slack) {
+  const auto bi = static_cast<size_t>(st.busiest);
+  DpPricer pricer{&st, &c.profile, {}, 0, 0};
+  DpStage own;
+  const DpStage& ds =
+      dp_stage_of(st, m, p, st.busiest, grad_bytes_per_param(p, w.precision), pricer, own);
+  const int layers = std::max(1, st.layers[bi].total());
+  const DpCost dc = dp_step_cost(ds, p, layers, mb, st.f[bi], st.b[bi] + st.wg[bi], window, slack);
+  return std::max(0.0, dc.exposed_s - dc.trailing_exposed_s);
+}
+
+}  // namespace
+
 double zero_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                        EstimatorCache* cache) {
   if (p.zero != 3 || c.heterogeneous()) return 0;
@@ -490,16 +509,9 @@ double zero_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, 
   run_stages(st, c.profile, p, nullptr);
   const PipelineTime pipe = pipeline_time(st, schedule_of(st, p), p, /*rank_ends=*/true);
   // As the estimate considers the busiest rank (always a distinct one): its slack and window.
-  const int i = st.busiest;
-  const auto si = static_cast<size_t>(i);
-  DpPricer pricer{&st, &c.profile, {}, 0, 0};
-  DpStage own;
-  const DpStage& ds = dp_stage_of(st, m, p, i, grad_bytes_per_param(p, w.precision), pricer, own);
-  const int layers = std::max(1, st.layers[si].total());
-  const double window = st.rank_end[si] - st.rank_grad_start[si];
-  const DpCost dc = dp_step_cost(ds, p, layers, st.mb, st.f[si], st.b[si] + st.wg[si], window,
-                                 pipe.total_s - st.rank_end[si]);
-  return std::max(0.0, dc.exposed_s - dc.trailing_exposed_s);
+  const auto bi = static_cast<size_t>(st.busiest);
+  return busiest_zero3_exposed_s(st, m, c, w, p, st.mb, st.rank_end[bi] - st.rank_grad_start[bi],
+                                 pipe.total_s - st.rank_end[bi]);
 }
 
 double microbatch_time_floor(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
@@ -521,14 +533,7 @@ double microbatch_time_floor(const ModelSpec& m, const Cluster& c, const Workloa
   // ZeRO-3: the busiest rank's exposed gathers and reduce-scatters, max(0, mb * x - slack)
   // (dp_cost.h), with slack = step - its last task's end <= step - mb * compute (its end comes
   // after its compute): the step is at least mb * (compute + x). x: one micro-batch's, no slack.
-  const auto bi = static_cast<size_t>(st.busiest);
-  DpPricer pricer{&st, &c.profile, {}, 0, 0};
-  DpStage own;
-  const DpStage& ds =
-      dp_stage_of(st, m, p, st.busiest, grad_bytes_per_param(p, w.precision), pricer, own);
-  const int layers = std::max(1, st.layers[bi].total());
-  const DpCost one = dp_step_cost(ds, p, layers, 1, st.f[bi], st.b[bi] + st.wg[bi], 0, 0);
-  return std::max(floor, compute(st.busiest) + std::max(0.0, one.exposed_s));
+  return std::max(floor, compute(st.busiest) + busiest_zero3_exposed_s(st, m, c, w, p, 1, 0, 0));
 }
 
 std::vector<StageMemory> all_stage_memory(const ModelSpec& m, const Workload& w, const Plan& p) {

@@ -58,46 +58,13 @@ void put_fixed64(std::string& o, int field, uint64_t v) {
   for (int i = 0; i < 8; ++i) o += static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
-const char* category(const TraceEvent& t) {
-  switch (t.stream) {
-    case StreamKind::kCompute:
-      return t.name.find('&') != std::string::npos ? "fwd+bwd" : t.name[0] == 'F' ? "fwd" : "bwd";
-    case StreamKind::kDp:
-      return "dp";
-    case StreamKind::kTp:
-      return "tp";
-    case StreamKind::kCp:
-      return "cp";
-    case StreamKind::kEp:
-      return "ep";
-    default:
-      return t.flow < 0 ? "pp wait" : "pp";
-  }
-}
-
 uint64_t ns(double s) { return static_cast<uint64_t>(std::llround(std::max(0.0, s) * 1e9)); }
 
 }  // namespace
 
 std::string trace_proto(const std::vector<TraceEvent>& trace,
                         const std::vector<TraceProcess>& processes) {
-  std::unordered_map<int, int> pid_of;  // simulated rank -> its process
-  for (size_t i = 0; i < processes.size(); ++i)
-    pid_of.emplace(processes[i].rank, static_cast<int>(i));
-  // Threads: one per stream (and lane: overlapping slices of a stream, trace_lanes) used.
-  const std::vector<int> lane = trace_lanes(trace);
-  std::vector<std::vector<bool>> used(processes.size());
-  std::unordered_map<long, int> flow_ends;
-  for (size_t e = 0; e < trace.size(); ++e) {
-    const TraceEvent& t = trace[e];
-    const auto it = pid_of.find(t.stage);
-    if (it == pid_of.end()) continue;
-    std::vector<bool>& u = used[static_cast<size_t>(it->second)];
-    const size_t k = static_cast<size_t>(t.stream) + kNumStreams * static_cast<size_t>(lane[e]);
-    if (u.size() <= k) u.resize(k + 1, false);
-    u[k] = true;
-    if (t.flow >= 0) ++flow_ends[t.flow];
-  }
+  const TraceLayout l = trace_layout(trace, processes);
   auto process_uuid = [](size_t i) { return static_cast<uint64_t>(i + 1) << 20; };
   auto thread_uuid = [&](size_t i, size_t k) { return process_uuid(i) | (k + 1); };
   std::string out, packet, inner, sub;
@@ -117,15 +84,12 @@ std::string trace_proto(const std::vector<TraceEvent>& trace,
     put_bytes(packet, kPacketTrackDescriptor, inner);
     put_varint(packet, kPacketSequenceId, kSequence);
     emit();
-    for (size_t k = 0; k < std::max<size_t>(used[i].size(), 1); ++k) {
-      if (k != 0 && !used[i][k]) continue;
-      const size_t l = k / kNumStreams;
-      std::string name = stream_name(static_cast<StreamKind>(k % kNumStreams));
-      if (l > 0) name += " (" + std::to_string(l + 1) + ")";
+    for (size_t k = 0; k < l.threads_used[i].size(); ++k) {
+      if (!l.threads_used[i][k]) continue;
       sub.clear();
       put_varint(sub, kThreadPid, pid);
       put_varint(sub, kThreadTid, (pid << 20) + k);
-      put_bytes(sub, kThreadName, name);
+      put_bytes(sub, kThreadName, trace_thread_name(k));
       inner.clear();
       put_varint(inner, kDescriptorUuid, thread_uuid(i, k));
       put_varint(inner, kDescriptorParentUuid, process_uuid(i));
@@ -145,7 +109,7 @@ std::string trace_proto(const std::vector<TraceEvent>& trace,
   };
   std::vector<Edge> edges;
   for (size_t e = 0; e < trace.size(); ++e) {
-    if (!pid_of.count(trace[e].stage)) continue;
+    if (l.process[e] < 0) continue;
     const uint64_t from = ns(trace[e].start_s), to = std::max(from, ns(trace[e].end_s));
     edges.push_back({from, 1, true, e});
     edges.push_back({to, to == from ? 2 : 0, false, e});
@@ -155,16 +119,15 @@ std::string trace_proto(const std::vector<TraceEvent>& trace,
   });
   for (const Edge& x : edges) {
     const TraceEvent& t = trace[x.event];
-    const size_t pid = static_cast<size_t>(pid_of[t.stage]);
-    const size_t k =
-        static_cast<size_t>(t.stream) + kNumStreams * static_cast<size_t>(lane[x.event]);
+    const auto pid = static_cast<size_t>(l.process[x.event]);
+    const auto k = static_cast<size_t>(l.thread[x.event]);
     inner.clear();
     put_varint(inner, kEventType, x.begin ? kSliceBegin : kSliceEnd);
     put_varint(inner, kEventTrackUuid, thread_uuid(pid, k));
     if (x.begin) {
-      put_bytes(inner, kEventCategories, category(t));
+      put_bytes(inner, kEventCategories, trace_category(t));
       put_bytes(inner, kEventName, t.name);
-      if (t.flow >= 0 && flow_ends[t.flow] == 2)
+      if (l.flow_shown[x.event])
         put_fixed64(inner,
                     t.stream == StreamKind::kPpSend ? kEventFlowIds : kEventTerminatingFlowIds,
                     static_cast<uint64_t>(t.flow) + 1);

@@ -96,12 +96,8 @@ class Sim final : public Handler {
     compute_done_.assign(static_cast<size_t>(p), 0);
     current_start_.assign(static_cast<size_t>(p), 0.0);
     compute_end_.assign(static_cast<size_t>(p), 0.0);
-    if (in.hw && static_cast<int>(in.gpu.size()) == p) {  // a GPU for every simulated rank
-      std::vector<int> gpus = in.gpu;
-      gpus.insert(gpus.end(), in.dp_pred.begin(), in.dp_pred.end());
-      gpus.insert(gpus.end(), in.dp_succ.begin(), in.dp_succ.end());
-      topo_ = std::make_unique<Topology>(*in.hw, in.num_gpus, gpus, net_, in.slow_nodes);
-    }
+    if (in.hw && static_cast<int>(in.gpu.size()) == p)  // a GPU for every simulated rank
+      topo_ = std::make_unique<Topology>(*in.hw, in.num_gpus, net_, in.slow_nodes);
     // Links between neighbouring ranks, one per direction (the last rank wraps to the first
     // for interleaved chunks; V schedules send both passes both ways, each on the link of its
     // direction).
@@ -558,11 +554,10 @@ class Sim final : public Handler {
 constexpr uint64_t kRouteEnd = ~uint64_t{0};  // separates routes in a replica's key list
 
 // The fabric links every flow of replica r may cross, as one list of routes: per rank, its
-// sends to each neighbour its schedule sends to, then its data-parallel ring route (the halves
-// Topology::ring_route takes), each route ended by kRouteEnd.
+// sends to each neighbour its schedule sends to, then its data-parallel ring route (the keys
+// Topology::ring_route turns into links), each route ended by kRouteEnd.
 void replica_routes(const PipelineSimInput& in, const RailFabric& fabric,
-                    const std::vector<std::vector<int>>& dests, int r, std::vector<uint64_t>& out,
-                    std::vector<uint64_t>& scratch) {
+                    const std::vector<std::vector<int>>& dests, int r, std::vector<uint64_t>& out) {
   const bool dp_flows = static_cast<int>(in.dp_s.size()) == in.p;
   for (int s = 0; s < in.p; ++s) {
     const auto k = static_cast<size_t>(r * in.p + s);
@@ -572,14 +567,7 @@ void replica_routes(const PipelineSimInput& in, const RailFabric& fabric,
     }
     if (dp_flows && in.dp_s[static_cast<size_t>(s)] > 0 && k < in.dp_pred.size() &&
         k < in.dp_succ.size() && in.dp_pred[k] >= 0 && in.dp_succ[k] >= 0) {
-      scratch.clear();
-      fabric.route(in.gpu[k], in.dp_succ[k], scratch);
-      out.insert(out.end(), scratch.begin(),
-                 scratch.begin() + static_cast<std::ptrdiff_t>(scratch.size() / 2));
-      scratch.clear();
-      fabric.route(in.dp_pred[k], in.gpu[k], scratch);
-      out.insert(out.end(), scratch.begin() + static_cast<std::ptrdiff_t>(scratch.size() / 2),
-                 scratch.end());
+      fabric.ring_route(in.dp_pred[k], in.gpu[k], in.dp_succ[k], out);
       out.push_back(kRouteEnd);
     }
   }
@@ -604,10 +592,10 @@ Reduction find_symmetry(const PipelineSimInput& in, bool v_shape) {
         if (h.to >= 0 && !h.local && std::find(d.begin(), d.end(), h.to) == d.end())
           d.push_back(h.to);
       }
-  std::vector<uint64_t> keys, scratch;
+  std::vector<uint64_t> keys;
   std::vector<size_t> begin(static_cast<size_t>(R) + 1, 0);
   for (int r = 0; r < R; ++r) {
-    replica_routes(in, fabric, dests, r, keys, scratch);
+    replica_routes(in, fabric, dests, r, keys);
     begin[static_cast<size_t>(r) + 1] = keys.size();
   }
   // Union-find: replicas that cross a common link belong to one group.

@@ -221,48 +221,75 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   return r;
 }
 
-std::vector<int> trace_lanes(const std::vector<TraceEvent>& trace) {
-  std::vector<int> lane(trace.size(), 0);
-  std::unordered_map<uint64_t, std::vector<size_t>> of;  // (rank, stream) -> its events
-  for (size_t e = 0; e < trace.size(); ++e)
+TraceLayout trace_layout(const std::vector<TraceEvent>& trace,
+                         const std::vector<TraceProcess>& processes) {
+  TraceLayout l;
+  l.process.assign(trace.size(), -1);
+  l.thread.assign(trace.size(), 0);
+  l.flow_shown.assign(trace.size(), 0);
+  l.threads_used.assign(processes.size(), std::vector<bool>(1, true));
+  std::unordered_map<int, int> pid_of;  // simulated rank -> its process
+  for (size_t i = 0; i < processes.size(); ++i)
+    pid_of.emplace(processes[i].rank, static_cast<int>(i));
+  std::unordered_map<uint64_t, std::vector<size_t>> of;  // (rank, stream) -> its shown events
+  std::unordered_map<long, int> flow_ends;               // flow id -> ends shown
+  for (size_t e = 0; e < trace.size(); ++e) {
+    const auto it = pid_of.find(trace[e].stage);
+    if (it == pid_of.end()) continue;
+    l.process[e] = it->second;
     of[(static_cast<uint64_t>(static_cast<uint32_t>(trace[e].stage)) << 8) |
        static_cast<uint64_t>(trace[e].stream)]
         .push_back(e);
+    if (trace[e].flow >= 0) ++flow_ends[trace[e].flow];
+  }
   std::vector<double> ends;  // per lane: when its last slice ends
   for (auto& [k, events] : of) {
     std::stable_sort(events.begin(), events.end(),
                      [&](size_t a, size_t b) { return trace[a].start_s < trace[b].start_s; });
     ends.clear();
     for (size_t e : events) {
-      size_t l = 0;
-      while (l < ends.size() && ends[l] > trace[e].start_s) ++l;
-      if (l == ends.size()) ends.push_back(0);
-      ends[l] = std::max(trace[e].start_s, trace[e].end_s);
-      lane[e] = static_cast<int>(l);
+      size_t lane = 0;
+      while (lane < ends.size() && ends[lane] > trace[e].start_s) ++lane;
+      if (lane == ends.size()) ends.push_back(0);
+      ends[lane] = std::max(trace[e].start_s, trace[e].end_s);
+      const size_t t = static_cast<size_t>(trace[e].stream) + kNumStreams * lane;
+      l.thread[e] = static_cast<int>(t);
+      std::vector<bool>& used = l.threads_used[static_cast<size_t>(l.process[e])];
+      if (used.size() <= t) used.resize(t + 1, false);
+      used[t] = true;
     }
   }
-  return lane;
+  for (size_t e = 0; e < trace.size(); ++e)
+    l.flow_shown[e] = l.process[e] >= 0 && trace[e].flow >= 0 && flow_ends[trace[e].flow] == 2;
+  return l;
+}
+
+std::string trace_thread_name(size_t thread) {
+  const size_t lane = thread / kNumStreams;
+  std::string name = stream_name(static_cast<StreamKind>(thread % kNumStreams));
+  return lane > 0 ? fmt::format("{} ({})", name, lane + 1) : name;
+}
+
+const char* trace_category(const TraceEvent& t) {
+  switch (t.stream) {
+    case StreamKind::kCompute:
+      return t.name.find('&') != std::string::npos ? "fwd+bwd" : t.name[0] == 'F' ? "fwd" : "bwd";
+    case StreamKind::kDp:
+      return "dp";
+    case StreamKind::kTp:
+      return "tp";
+    case StreamKind::kCp:
+      return "cp";
+    case StreamKind::kEp:
+      return "ep";
+    default:
+      return t.flow < 0 ? "pp wait" : "pp";  // a send waiting for its receive: pp wait
+  }
 }
 
 std::string trace_json(const std::vector<TraceEvent>& trace,
                        const std::vector<TraceProcess>& processes) {
-  std::unordered_map<int, int> pid_of;  // simulated rank -> its process
-  for (size_t i = 0; i < processes.size(); ++i)
-    pid_of.emplace(processes[i].rank, static_cast<int>(i));
-  // Threads: one per stream (and lane) that has a slice in that process.
-  const std::vector<int> lane = trace_lanes(trace);
-  std::vector<std::vector<bool>> used(processes.size());
-  std::unordered_map<long, int> flow_ends;  // flow id -> ends shown
-  for (size_t e = 0; e < trace.size(); ++e) {
-    const TraceEvent& t = trace[e];
-    const auto it = pid_of.find(t.stage);
-    if (it == pid_of.end()) continue;
-    std::vector<bool>& u = used[static_cast<size_t>(it->second)];
-    const size_t tid = static_cast<size_t>(t.stream) + kNumStreams * static_cast<size_t>(lane[e]);
-    if (u.size() <= tid) u.resize(tid + 1, false);
-    u[tid] = true;
-    if (t.flow >= 0) ++flow_ends[t.flow];
-  }
+  const TraceLayout l = trace_layout(trace, processes);
   std::string out = "{\"traceEvents\":[\n";
   bool first = true;
   auto add = [&](const std::string& e) {
@@ -274,40 +301,25 @@ std::string trace_json(const std::vector<TraceEvent>& trace,
     add(fmt::format(
         "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":\"{}\"}}}}", i,
         processes[i].name));
-    for (size_t k = 0; k < std::max<size_t>(used[i].size(), 1); ++k) {
-      if (k != 0 && !used[i][k]) continue;
-      const auto stream = static_cast<StreamKind>(k % kNumStreams);
-      const size_t l = k / kNumStreams;
-      add(fmt::format(
-          "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
-          "\"{}{}\"}}}}",
-          i, k, stream_name(stream), l > 0 ? fmt::format(" ({})", l + 1) : ""));
-    }
+    for (size_t k = 0; k < l.threads_used[i].size(); ++k)
+      if (l.threads_used[i][k])
+        add(fmt::format(
+            "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{},\"tid\":{},\"args\":{{\"name\":"
+            "\"{}\"}}}}",
+            i, k, trace_thread_name(k)));
   }
   std::string flows;
   for (size_t e = 0; e < trace.size(); ++e) {
+    if (l.process[e] < 0) continue;
     const TraceEvent& t = trace[e];
-    const auto it = pid_of.find(t.stage);
-    if (it == pid_of.end()) continue;
-    const int pid = it->second;
-    const int tid = static_cast<int>(t.stream) + kNumStreams * lane[e];
-    const char* cat = t.stream == StreamKind::kCompute
-                          ? (t.name.find('&') != std::string::npos ? "fwd+bwd"
-                             : t.name[0] == 'F'                    ? "fwd"
-                                                                   : "bwd")
-                      : t.stream == StreamKind::kDp ? "dp"
-                      : t.stream == StreamKind::kTp ? "tp"
-                      : t.stream == StreamKind::kCp ? "cp"
-                      : t.stream == StreamKind::kEp ? "ep"
-                      : t.flow < 0                  ? "pp wait"  // a send waiting for its receive
-                                                    : "pp";
+    const int pid = l.process[e], tid = l.thread[e];
     const double ts = t.start_s * 1e6, dur = (t.end_s - t.start_s) * 1e6;
     add(fmt::format(
         "{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},"
         "\"dur\":{:.3f}}}",
-        t.name, cat, pid, tid, ts, dur));
+        t.name, trace_category(t), pid, tid, ts, dur));
     // Flow arrows (Chrome trace "s"/"f" events) from a send to its receive, both shown.
-    if (t.flow >= 0 && flow_ends[t.flow] == 2)
+    if (l.flow_shown[e])
       flows += fmt::format(
           ",\n{{\"ph\":\"{}\",\"name\":\"p2p\",\"cat\":\"pp\",\"id\":{},\"pid\":{},\"tid\":{},"
           "\"ts\":{:.3f}{}}}",

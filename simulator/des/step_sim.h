@@ -85,15 +85,25 @@ inline StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const W
   return simulate_step(m, c, w, p, o, faults);
 }
 
-// Per event, its lane within its rank's stream: slices of one stream that overlap in time
-// (the two messages of a batched exchange) go on separate lanes, since a viewer's thread track
-// holds nested slices only. Lane 0 is the stream's own thread.
-std::vector<int> trace_lanes(const std::vector<TraceEvent>& trace);
 // One process of a trace: the events of simulated rank `rank`, under `name`.
 struct TraceProcess {
   int rank;
   std::string name;
 };
+// What both trace writers (JSON here, protobuf in perfetto_proto.h) lay out the same way: per
+// event, its process (-1: not shown) and thread; per process, the threads it uses; per event,
+// whether its flow arrow is drawn (both ends shown). A thread is a stream and a lane:
+// slices of one stream that overlap in time (a batched exchange's two messages) go on lanes of
+// their own, since a viewer's thread track holds nested slices only; thread = stream + 7 x lane.
+struct TraceLayout {
+  std::vector<int> process, thread;
+  std::vector<std::vector<bool>> threads_used;  // per process; thread 0 (compute) always shown
+  std::vector<char> flow_shown;
+};
+TraceLayout trace_layout(const std::vector<TraceEvent>& trace,
+                         const std::vector<TraceProcess>& processes);
+std::string trace_thread_name(size_t thread);     // "pp send", "pp send (2)", ...
+const char* trace_category(const TraceEvent& t);  // fwd, bwd, fwd+bwd, tp, cp, ep, pp, pp wait, dp
 // Chrome/Perfetto trace JSON (CONVENTIONS.md §6): a process per entry, a thread per stream
 // (compute, tp, cp, ep, pp send, pp recv, dp), an X slice per task or transfer, and flow
 // arrows ("s"/"f") from each pipeline send to its receive where both ends are shown.

@@ -76,6 +76,17 @@ void RailFabric::route(int src, int dst, std::vector<uint64_t>& keys) const {
   keys.push_back(key(kGpuNicDown, dst));
 }
 
+void RailFabric::ring_route(int pred, int self, int succ, std::vector<uint64_t>& keys) const {
+  const size_t at = keys.size();
+  route(self, succ, keys);
+  keys.resize(at + (keys.size() - at) / 2);  // the up half of the route out
+  const size_t in = keys.size();
+  route(pred, self, keys);
+  const size_t n = keys.size() - in;  // the down half of the route in
+  keys.erase(keys.begin() + static_cast<std::ptrdiff_t>(in),
+             keys.begin() + static_cast<std::ptrdiff_t>(in + n / 2));
+}
+
 double RailFabric::capacity_bytes_per_s(uint64_t k) const {
   switch (k % 8) {
     case kGpuSwUp:
@@ -103,8 +114,8 @@ int RailFabric::nic_node(uint64_t k) const {
   }
 }
 
-Topology::Topology(const HardwareProfile& hw, int num_gpus, const std::vector<int>& /*gpus*/,
-                   FlowNetwork& net, const std::vector<std::pair<int, double>>& slow_nodes)
+Topology::Topology(const HardwareProfile& hw, int num_gpus, FlowNetwork& net,
+                   const std::vector<std::pair<int, double>>& slow_nodes)
     : fabric_(hw, num_gpus), net_(net), slow_nodes_(slow_nodes) {}
 
 int Topology::link(uint64_t k) {
@@ -129,18 +140,20 @@ const std::vector<int>& Topology::route(int src, int dst) {
   if (it != routes_.end()) return it->second;
   scratch_.clear();
   fabric_.route(src, dst, scratch_);
+  return routes_.emplace(k, links_of(scratch_)).first->second;
+}
+
+std::vector<int> Topology::links_of(const std::vector<uint64_t>& keys) {
   std::vector<int> links;
-  links.reserve(scratch_.size());
-  for (uint64_t key : scratch_) links.push_back(link(key));
-  return routes_.emplace(k, std::move(links)).first->second;
+  links.reserve(keys.size());
+  for (uint64_t key : keys) links.push_back(link(key));
+  return links;
 }
 
 std::vector<int> Topology::ring_route(int pred, int self, int succ) {
-  const std::vector<int> out = route(self, succ);
-  const std::vector<int> in = route(pred, self);
-  std::vector<int> links(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(out.size() / 2));
-  links.insert(links.end(), in.begin() + static_cast<std::ptrdiff_t>(in.size() / 2), in.end());
-  return links;
+  scratch_.clear();
+  fabric_.ring_route(pred, self, succ, scratch_);
+  return links_of(scratch_);
 }
 
 double Topology::bottleneck_bytes_per_s(const std::vector<int>& links) const {

@@ -36,6 +36,9 @@ class RailFabric {
   RailFabric(const HardwareProfile& hw, int num_gpus);
   // Appends the keys of the links from `src` to `dst` (nothing when src == dst).
   void route(int src, int dst, std::vector<uint64_t>& keys) const;
+  // Appends the keys of a ring member's route (Topology::ring_route): the up half of its route
+  // to `succ`, the down half of the route from `pred`.
+  void ring_route(int pred, int self, int succ, std::vector<uint64_t>& keys) const;
   // Line rate of a link, bytes/s, without faults.
   double capacity_bytes_per_s(uint64_t key) const;
   // The node whose NIC (or GPU-NIC) link this is, or -1 for NVLink and spine links.
@@ -49,11 +52,10 @@ class RailFabric {
 
 class Topology {
  public:
-  // `gpus`: the GPUs routes start or end at (kept for the interface; any GPU may be routed).
-  // `slow_nodes`: (node, factor) whose NIC links run factor times below their line rate (a
-  // flaky link); bottleneck_bytes_per_s still reports the nominal rate, so a transfer sized by
-  // it takes longer there.
-  Topology(const HardwareProfile& hw, int num_gpus, const std::vector<int>& gpus, FlowNetwork& net,
+  // Any GPU in [0, num_gpus) may be routed. `slow_nodes`: (node, factor) whose NIC links run
+  // factor times below their line rate (a flaky link); bottleneck_bytes_per_s still reports the
+  // nominal rate, so a transfer sized by it takes longer there.
+  Topology(const HardwareProfile& hw, int num_gpus, FlowNetwork& net,
            const std::vector<std::pair<int, double>>& slow_nodes = {});
   Topology(const Topology&) = delete;
   Topology& operator=(const Topology&) = delete;
@@ -71,6 +73,7 @@ class Topology {
 
  private:
   int link(uint64_t key);
+  std::vector<int> links_of(const std::vector<uint64_t>& keys);
   RailFabric fabric_;
   FlowNetwork& net_;
   std::vector<std::pair<int, double>> slow_nodes_;

@@ -203,7 +203,7 @@ TEST(Topology, RoutesFollowNvlinkRailsAndPxn) {
   Engine e;
   FlowNetwork net(e);
   const HardwareProfile hw = two_nodes_two_rails();
-  Topology t(hw, 4, {0, 1, 2, 3}, net);
+  Topology t(hw, 4, net);
   // Same node: up to the NVSwitch and down (2 links at NVLink rate, 300 GB/s).
   EXPECT_EQ(t.route(0, 1).size(), 2u);
   EXPECT_DOUBLE_EQ(t.bottleneck_bytes_per_s(t.route(0, 1)), 300e9);
@@ -227,7 +227,7 @@ TEST(Topology, OnlyLinksOnARouteEnterTheFlowNetwork) {
   hw.node.nvlink_domain_gpus = 8;
   hw.scale_out.nics_per_node = 8;
   // 16,384 GPUs: nothing exists until a route asks for it.
-  Topology t(hw, 16384, {0, 8, 9, 16383}, net);
+  Topology t(hw, 16384, net);
   EXPECT_EQ(t.links(), 0);
   // Rail 0 to rail 7: NVLink to GPU 7 of node 0 first, then rail 7 (6 links, all new).
   EXPECT_EQ(t.route(0, 16383).size(), 6u);
