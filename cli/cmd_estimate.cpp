@@ -49,7 +49,7 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 2;
       return;
     }
-    const FrameworkCheck fw = check_framework(framework, r.plan);
+    const FrameworkCheck fw = check_framework(framework, r.plan, r.model);
     throw_if_refused(fw);
     EstimatorOptions opt;
     opt.flops = convention == "full-attention" ? FlopsConvention::kFullAttention

@@ -83,7 +83,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
   static SpecOptions spec;
   static PlanOptions plan;
   static std::string format, out_dir, from, nodes_file, job_name = "dtplan";
-  static std::string partition, account, time_limit;
+  static std::string partition, account, time_limit, version;
   static int rank = 1;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
@@ -94,6 +94,9 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--from", from, "Take the plan from a `dtplan search --json` file");
   cmd->add_option("--rank", rank, "Which ranked plan of --from (1 = best)")
       ->check(CLI::Range(1, 100000));
+  cmd->add_option("--framework-version", version,
+                  "Framework release to write for (default: the newest the format knows; "
+                  "`dtplan list emitters` names them)");
   cmd->add_option("--nodes-file", nodes_file, "Host names, one per line (DeepSpeed hostfile)");
   cmd->add_option("--job-name", job_name, "Slurm job name")->capture_default_str();
   cmd->add_option("--partition", partition, "Slurm partition (#SBATCH --partition)");
@@ -131,24 +134,32 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
     in.partition = partition;
     in.account = account;
     in.time_limit = time_limit;
+    in.version = version;
     if (!nodes_file.empty()) {
       std::ifstream hf(nodes_file);
       if (!hf) throw InputError({nodes_file, 0, 0}, "--nodes-file", "cannot be read");
       for (std::string line; std::getline(hf, line);)
         if (!line.empty() && line[0] != '#') in.hosts.push_back(line);
     }
-    if (const char* why = emitter->refusal(in))
+    const FrameworkVersion& v = chosen_version(*emitter, in);
+    if (const std::string why = emitter->refusal(in); !why.empty())
       throw InputError({}, "--format",
-                       fmt::format("{} cannot run {}: {}", format, r.plan.describe(), why));
+                       fmt::format("{} cannot run {} of {} (version {}): {}", format,
+                                   r.plan.describe(), r.model.name, v.name, why));
+    const std::vector<EmittedFile> files = emitter->emit(in);
     std::error_code ec;
     std::filesystem::create_directories(out_dir, ec);
     if (ec)
       throw InputError({out_dir, 0, 0}, "--out", fmt::format("cannot create: {}", ec.message()));
-    for (const EmittedFile& f : emitter->emit(in)) {
+    // Paths on stdout, one per line (for scripts); what each file still needs on stderr.
+    fmt::print(stderr, "{} launch files for {}\n", format, v.description);
+    for (const EmittedFile& f : files) {
       const std::string path = (std::filesystem::path(out_dir) / f.name).string();
       write_file_atomic(path, f.content);
       if (f.executable) ::chmod(path.c_str(), 0755);
       fmt::print("{}\n", path);
+      fmt::print(stderr, "  {}: {}\n", f.name,
+                 f.needs.empty() ? "complete" : "you provide " + f.needs);
     }
     ctx.exit_code = 0;
   });

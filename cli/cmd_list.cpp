@@ -34,8 +34,16 @@ void register_list(CLI::App& app, CommandContext& ctx) {
       for (const auto& e : Registry<IPipelineSchedule>::global().entries())
         fmt::print("{:<14} {}\n", e.name, e.description);
     } else if (what == "emitters") {
-      for (const auto& e : Registry<IEmitter>::global().entries())
+      for (const auto& e : Registry<IEmitter>::global().entries()) {
         fmt::print("{:<14} {}\n", e.name, e.description);
+        const IEmitter* em = find_emitter(e.name);
+        bool first = true;
+        for (const FrameworkVersion& v : em->versions()) {
+          fmt::print("{:<14}   --framework-version {}{}: {}\n", "", v.name,
+                     first ? " (default)" : "", v.description);
+          first = false;
+        }
+      }
     } else if (what == "backends") {
       for (const auto& e : Registry<calibrate::ICalibrationBackend>::global().entries())
         fmt::print("{:<14} {}\n", e.name, e.description);

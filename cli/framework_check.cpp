@@ -14,18 +14,18 @@ void add_framework_option(CLI::App& cmd, std::string& name) {
                  "torchtitan (default: apply Megatron-LM's rules as warnings)");
 }
 
-FrameworkCheck check_framework(const std::string& name, const Plan& p) {
+FrameworkCheck check_framework(const std::string& name, const Plan& p, const ModelSpec& m) {
   FrameworkCheck c;
   c.given = !name.empty();
   c.framework = c.given ? parse_framework(name) : Framework::kMegatron;
   if (c.given) {
-    if (const FrameworkRule* r = refusing_rule(c.framework, p))
+    if (const FrameworkRule* r = refusing_rule(c.framework, p, m))
       c.refusal = fmt::format("{} cannot run {}: {}{}", framework_name(c.framework), p.describe(),
                               r->reason,
                               *r->source ? fmt::format(" (source: {})", r->source) : std::string());
   }
   // A refused plan gets no "cannot run" warning on top of the refusal.
-  for (auto& w : framework_warnings(c.framework, p))
+  for (auto& w : framework_warnings(c.framework, p, m))
     if (!c.refusal || w.code != "framework-cannot-run") c.warnings.push_back(std::move(w));
   return c;
 }

@@ -28,7 +28,7 @@ struct FrameworkCheck {
 void add_framework_option(CLI::App& cmd, std::string& name);
 
 // Applies the framework's rules to `p`. Throws InputError on --framework for an unknown name.
-FrameworkCheck check_framework(const std::string& name, const Plan& p);
+FrameworkCheck check_framework(const std::string& name, const Plan& p, const ModelSpec& m);
 // Throws InputError on --framework when check.refusal is set.
 void throw_if_refused(const FrameworkCheck& check);
 

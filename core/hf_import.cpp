@@ -94,6 +94,44 @@ ModelSpec import_hf_config(const std::string& path, const std::string& name) {
   m.norm = NormKind::kRmsNorm;
   m.linear_bias = false;
   m.position_embedding = PositionEmbedding::kRope;
+  m.norm_eps = y.has("rms_norm_eps") ? y.get_double("rms_norm_eps", 0) : m.norm_eps;
+  m.attention_dropout = y.has("attention_dropout") ? y.get_double("attention_dropout", 0, true) : 0;
+  // Qwen2 (and Qwen2-MoE) give q_proj, k_proj and v_proj a bias and o_proj none, with no config
+  // field for it (transformers models/qwen2/modeling_qwen2.py, Qwen2Attention); Qwen3 drops the
+  // bias and adds q_norm / k_norm over each head (models/qwen3/modeling_qwen3.py, Qwen3Attention).
+  m.qkv_bias = model_type == "qwen2" || model_type == "qwen2_moe";
+  m.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe";
+  // attention_bias (llama, mistral, qwen3, deepseek) puts a bias on o_proj as well, and mlp_bias
+  // on the FFN: neither is a dtplan architecture.
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (y.opt_bool(key).value_or(false))
+      y.fail(key,
+             "biases on the output or FFN projections are not modelled (dtplan models "
+             "biases on every linear layer, or on Q/K/V only as Qwen2 has)");
+  m.rope.theta = y.has("rope_theta") ? y.get_double("rope_theta", 0) : m.rope.theta;
+  if (auto rs = y.opt_map("rope_scaling")) {
+    // transformers modeling_rope_utils.py: "rope_type", or the older "type".
+    std::string type = rs->opt_string("rope_type").value_or("");
+    if (auto t = rs->opt_string("type"); type.empty() && t) type = *t;
+    RopeSpec& e = m.rope;
+    if (type == "llama3") {
+      e.scaling = RopeScaling::kLlama3;
+      e.low_freq_factor = rs->get_double("low_freq_factor", 0);
+      e.high_freq_factor = rs->get_double("high_freq_factor", 0);
+    } else if (type == "yarn") {
+      e.scaling = RopeScaling::kYarn;
+      e.beta_fast = rs->has("beta_fast") ? rs->get_double("beta_fast", 0) : e.beta_fast;
+      e.beta_slow = rs->has("beta_slow") ? rs->get_double("beta_slow", 0) : e.beta_slow;
+      e.mscale = rs->has("mscale") ? rs->get_double("mscale", 0, true) : e.mscale;
+      e.mscale_all_dim =
+          rs->has("mscale_all_dim") ? rs->get_double("mscale_all_dim", 0, true) : e.mscale_all_dim;
+    } else {
+      y.fail("rope_scaling", fmt::format("rope type '{}' is not modelled (llama3 and yarn are)",
+                                         type.empty() ? "(absent)" : type));
+    }
+    e.factor = rs->get_double("factor", 0);
+    e.original_max_seq = rs->get_int("original_max_position_embeddings");
+  }
 
   if (deepseek && y.has("kv_lora_rank")) {
     MlaSpec a;
@@ -135,7 +173,24 @@ ModelSpec import_hf_config(const std::string& path, const std::string& name) {
                "only moe_layer_freq 1 (every layer after the dense ones) is supported");
       e.layer_freq = 1;
       m.mtp_layers = static_cast<int>(r.want_int("num_nextn_predict_layers", 0));
+      // DeepSeek's MoEGate (modeling_deepseek.py of the HF model repos): scoring_func softmax
+      // (V2) or sigmoid (V3); topk_method greedy, group_limited_greedy or noaux_tc (V3: the
+      // e_score_correction_bias); norm_topk_prob; routed_scaling_factor; n_group / topk_group.
+      RouterSpec& g = e.router;
+      if (auto f = y.opt_enum("scoring_func", {"softmax", "sigmoid"}))
+        g.score = *f == "sigmoid" ? RouterScore::kSigmoid : RouterScore::kSoftmax;
+      if (auto t = y.opt_enum("topk_method", {"greedy", "group_limited_greedy", "noaux_tc"})) {
+        g.expert_bias = *t == "noaux_tc";
+        if (*t != "greedy") {
+          g.groups = static_cast<int>(r.want_int("n_group", 0));
+          g.group_topk = static_cast<int>(r.want_int("topk_group", 0));
+        }
+      }
+      g.normalize_topk = y.opt_bool("norm_topk_prob").value_or(false);
+      if (y.has("routed_scaling_factor")) g.topk_scaling = y.get_double("routed_scaling_factor", 0);
     } else if (qwen_moe) {
+      // Qwen2-MoE / Qwen3-MoE: softmax over all experts, top-k renormalised when norm_topk_prob.
+      e.router.normalize_topk = y.opt_bool("norm_topk_prob").value_or(false);
       int64_t shared_width = r.want_int("shared_expert_intermediate_size", 0);
       e.shared_experts = shared_width > 0 ? 1 : 0;
       e.shared_ffn_hidden = shared_width;

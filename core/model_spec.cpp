@@ -25,6 +25,20 @@ const char* to_string(PositionEmbedding p) {
   return "rope";
 }
 
+const char* to_string(RopeScaling r) {
+  switch (r) {
+    case RopeScaling::kLlama3:
+      return "llama3";
+    case RopeScaling::kYarn:
+      return "yarn";
+    case RopeScaling::kNone:
+      break;
+  }
+  return "none";
+}
+
+const char* to_string(RouterScore r) { return r == RouterScore::kSigmoid ? "sigmoid" : "softmax"; }
+
 bool ModelSpec::is_moe_layer(int i) const {
   if (!moe || i < moe->dense_layers || i >= layers) return false;
   return (i - moe->dense_layers + 1) % moe->layer_freq == 0;
@@ -53,8 +67,11 @@ bool ModelSpec::same_architecture(const ModelSpec& o) const {
          head_dim == o.head_dim && ffn_hidden == o.ffn_hidden && ffn_act == o.ffn_act &&
          vocab == o.vocab && tied_embeddings == o.tied_embeddings && max_seq == o.max_seq &&
          norm == o.norm && linear_bias == o.linear_bias &&
-         position_embedding == o.position_embedding && mtp_layers == o.mtp_layers && moe == o.moe &&
-         mla == o.mla;
+         position_embedding == o.position_embedding &&
+         (position_embedding != PositionEmbedding::kRope || rope == o.rope) &&
+         qkv_bias == o.qkv_bias && qk_norm == o.qk_norm && norm_eps == o.norm_eps &&
+         attention_dropout == o.attention_dropout && hidden_dropout == o.hidden_dropout &&
+         mtp_layers == o.mtp_layers && moe == o.moe && mla == o.mla;
 }
 
 int64_t ParamCounts::total() const {
@@ -92,8 +109,13 @@ ParamCounts count_params(const ModelSpec& m) {
   } else {
     const int64_t qw = m.q_width(), kw = m.kv_width();
     c.attention_per_layer = h * (qw + 2 * kw) + qw * h;
-    if (m.linear_bias) c.attention_per_layer += qw + 2 * kw + h;
+    if (m.linear_bias)
+      c.attention_per_layer += qw + 2 * kw + h;
+    else if (m.qkv_bias)
+      c.attention_per_layer += qw + 2 * kw;
   }
+  // Qwen3's q_norm and k_norm: one RMSNorm weight of head_dim each, shared by all heads.
+  if (m.qk_norm) c.attention_per_layer += 2 * int64_t{m.head_dim};
   c.norms_per_layer = 2 * norm_params;
   c.dense_mlp_per_layer = ffn(m.ffn_hidden);
 
@@ -110,7 +132,10 @@ ParamCounts count_params(const ModelSpec& m) {
     const int64_t one_expert = ffn(e.expert_ffn_hidden);
     c.experts_per_moe_layer = one_expert * e.experts;
     c.shared_per_moe_layer = ffn(e.shared_ffn_hidden) * e.shared_experts;
-    c.router_per_moe_layer = h * e.experts;
+    // The router's weight, and with aux-loss-free balancing its per-expert score bias (an
+    // nn.Parameter in DeepSeek-V3's modeling_deepseek.py, e_score_correction_bias, stored in the
+    // checkpoint).
+    c.router_per_moe_layer = h * e.experts + (e.router.expert_bias ? e.experts : 0);
     c.routed_experts = c.experts_per_moe_layer * moe_layers;
     c.active_routed = one_expert * e.topk * moe_layers;
     c.shared_experts = c.shared_per_moe_layer * moe_layers;
@@ -206,6 +231,47 @@ static ModelSpec model_from_yaml(const YAML::Node& root, const std::string& file
                            : *p == "none"  ? PositionEmbedding::kNone
                                            : PositionEmbedding::kRope;
   }
+  if (auto r = y.opt_map("rope")) {
+    if (m.position_embedding != PositionEmbedding::kRope)
+      y.fail("rope", fmt::format("is for rotary embeddings; position_embedding is {}",
+                                 to_string(m.position_embedding)));
+    RopeSpec& e = m.rope;
+    e.theta = r->opt_double("theta", 0).value_or(e.theta);
+    if (auto sc = r->opt_enum("scaling", {"none", "llama3", "yarn"}))
+      e.scaling = *sc == "llama3" ? RopeScaling::kLlama3
+                  : *sc == "yarn" ? RopeScaling::kYarn
+                                  : RopeScaling::kNone;
+    if (e.scaling != RopeScaling::kNone) {
+      e.factor = r->get_double("factor", 0);
+      e.original_max_seq = r->get_int("original_max_seq");
+    }
+    if (e.scaling == RopeScaling::kLlama3) {
+      e.low_freq_factor = r->opt_double("low_freq_factor", 0).value_or(e.low_freq_factor);
+      e.high_freq_factor = r->opt_double("high_freq_factor", 0).value_or(e.high_freq_factor);
+      if (e.high_freq_factor <= e.low_freq_factor)
+        r->fail("high_freq_factor",
+                fmt::format("must exceed low_freq_factor ({})", e.low_freq_factor));
+    }
+    if (e.scaling == RopeScaling::kYarn) {
+      e.beta_fast = r->opt_double("beta_fast", 0).value_or(e.beta_fast);
+      e.beta_slow = r->opt_double("beta_slow", 0).value_or(e.beta_slow);
+      e.mscale = r->opt_double("mscale", 0, true).value_or(e.mscale);
+      e.mscale_all_dim = r->opt_double("mscale_all_dim", 0, true).value_or(e.mscale_all_dim);
+    }
+    r->finish();
+  }
+  m.qkv_bias = y.opt_bool("qkv_bias").value_or(false);
+  if (m.qkv_bias && m.linear_bias)
+    y.fail("qkv_bias", "is implied by linear_bias (every projection has a bias); drop one");
+  if (m.qkv_bias && m.mla) y.fail("qkv_bias", "is not defined for multi-latent attention");
+  m.qk_norm = y.opt_bool("qk_norm").value_or(false);
+  m.norm_eps = y.opt_double("norm_eps", 0).value_or(m.norm_eps);
+  if (m.norm_eps >= 1) y.fail("norm_eps", fmt::format("must be < 1, got {}", m.norm_eps));
+  for (const char* key : {"attention_dropout", "hidden_dropout"}) {
+    const double v = y.opt_double(key, 0, true).value_or(0);
+    if (v >= 1) y.fail(key, fmt::format("is a probability, must be < 1, got {}", v));
+    (std::string_view(key) == "attention_dropout" ? m.attention_dropout : m.hidden_dropout) = v;
+  }
   m.mtp_layers = static_cast<int>(y.opt_int("mtp_layers", 0).value_or(0));
 
   if (auto mo = y.opt_map("moe")) {
@@ -224,6 +290,22 @@ static ModelSpec model_from_yaml(const YAML::Node& root, const std::string& file
       mo->fail("dense_layers",
                fmt::format("must be < layers ({}), got {}", m.layers, e.dense_layers));
     e.layer_freq = static_cast<int>(mo->opt_int("layer_freq").value_or(1));
+    if (auto ro = mo->opt_map("router")) {
+      RouterSpec& r = e.router;
+      if (auto sc = ro->opt_enum("score", {"softmax", "sigmoid"}))
+        r.score = *sc == "sigmoid" ? RouterScore::kSigmoid : RouterScore::kSoftmax;
+      r.normalize_topk = ro->opt_bool("normalize_topk").value_or(r.normalize_topk);
+      r.expert_bias = ro->opt_bool("expert_bias").value_or(r.expert_bias);
+      r.topk_scaling = ro->opt_double("topk_scaling", 0).value_or(r.topk_scaling);
+      r.groups = static_cast<int>(ro->opt_int("groups", 0, 1 << 16).value_or(0));
+      r.group_topk = static_cast<int>(ro->opt_int("group_topk", 0, 1 << 16).value_or(0));
+      if (r.groups > 1 && e.experts % r.groups != 0)
+        ro->fail("groups", fmt::format("must divide experts ({}), got {}", e.experts, r.groups));
+      if (r.groups > 1 && (r.group_topk < 1 || r.group_topk > r.groups))
+        ro->fail("group_topk",
+                 fmt::format("must be in [1, groups ({})], got {}", r.groups, r.group_topk));
+      ro->finish();
+    }
     mo->finish();
     m.moe = e;
   }
@@ -272,6 +354,9 @@ static std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
+// Shortest text that reads back as the same double.
+static std::string num(double v) { return fmt::format("{}", v); }
+
 std::string model_to_yaml(const ModelSpec& m) {
   std::ostringstream o;
   o << "name: " << quoted(m.name) << "\n";
@@ -291,6 +376,25 @@ std::string model_to_yaml(const ModelSpec& m) {
   o << "norm: " << to_string(m.norm) << "\n";
   o << "linear_bias: " << (m.linear_bias ? "true" : "false") << "\n";
   o << "position_embedding: " << to_string(m.position_embedding) << "\n";
+  if (m.position_embedding == PositionEmbedding::kRope) {
+    const RopeSpec& r = m.rope;
+    o << "rope:\n  theta: " << num(r.theta) << "\n";
+    if (r.scaling != RopeScaling::kNone)
+      o << "  scaling: " << to_string(r.scaling) << "\n  factor: " << num(r.factor)
+        << "\n  original_max_seq: " << r.original_max_seq << "\n";
+    if (r.scaling == RopeScaling::kLlama3)
+      o << "  low_freq_factor: " << num(r.low_freq_factor)
+        << "\n  high_freq_factor: " << num(r.high_freq_factor) << "\n";
+    if (r.scaling == RopeScaling::kYarn)
+      o << "  beta_fast: " << num(r.beta_fast) << "\n  beta_slow: " << num(r.beta_slow)
+        << "\n  mscale: " << num(r.mscale) << "\n  mscale_all_dim: " << num(r.mscale_all_dim)
+        << "\n";
+  }
+  if (m.qkv_bias) o << "qkv_bias: true\n";
+  if (m.qk_norm) o << "qk_norm: true\n";
+  o << "norm_eps: " << num(m.norm_eps) << "\n";
+  o << "attention_dropout: " << num(m.attention_dropout) << "\n";
+  o << "hidden_dropout: " << num(m.hidden_dropout) << "\n";
   if (m.mtp_layers > 0) o << "mtp_layers: " << m.mtp_layers << "\n";
   if (m.moe) {
     const MoeSpec& e = *m.moe;
@@ -299,6 +403,13 @@ std::string model_to_yaml(const ModelSpec& m) {
       << "\n  shared_experts: " << e.shared_experts << "\n";
     if (e.shared_experts > 0) o << "  shared_ffn_hidden: " << e.shared_ffn_hidden << "\n";
     o << "  dense_layers: " << e.dense_layers << "\n  layer_freq: " << e.layer_freq << "\n";
+    const RouterSpec& r = e.router;
+    o << "  router:\n    score: " << to_string(r.score)
+      << "\n    normalize_topk: " << (r.normalize_topk ? "true" : "false")
+      << "\n    expert_bias: " << (r.expert_bias ? "true" : "false")
+      << "\n    topk_scaling: " << num(r.topk_scaling) << "\n";
+    if (r.groups > 1)
+      o << "    groups: " << r.groups << "\n    group_topk: " << r.group_topk << "\n";
   }
   if (m.mla) {
     const MlaSpec& a = *m.mla;

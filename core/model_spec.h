@@ -11,10 +11,46 @@ namespace dtplan {
 enum class FfnAct { kGelu, kSwiglu };  // gelu: 2 matrices; swiglu: gated, 3 matrices
 enum class NormKind { kRmsNorm, kLayerNorm };
 enum class PositionEmbedding { kRope, kLearned, kAlibi, kNone };
+// How rotary frequencies are rescaled for long context: none, Llama 3.1's band-wise scaling
+// (HF rope_type "llama3") or YaRN (HF "yarn", DeepSeek-V2/V3).
+enum class RopeScaling { kNone, kLlama3, kYarn };
+// How the router turns logits into expert weights: softmax (Mixtral, Qwen-MoE, DeepSeek-V2) or a
+// per-expert sigmoid (DeepSeek-V3, HF scoring_func).
+enum class RouterScore { kSoftmax, kSigmoid };
 
 const char* to_string(FfnAct a);
 const char* to_string(NormKind n);
 const char* to_string(PositionEmbedding p);
+const char* to_string(RopeScaling r);
+const char* to_string(RouterScore r);
+
+// Rotary position embedding (position_embedding rope). HF config.json: rope_theta, rope_scaling.
+struct RopeSpec {
+  double theta = 10000;  // base frequency (HF rope_theta; Megatron --rotary-base)
+  RopeScaling scaling = RopeScaling::kNone;
+  double factor = 1;             // scaling factor (llama3 and yarn)
+  double low_freq_factor = 1;    // llama3
+  double high_freq_factor = 4;   // llama3
+  int64_t original_max_seq = 0;  // context the frequencies were trained at (llama3, yarn)
+  double beta_fast = 32;         // yarn
+  double beta_slow = 1;          // yarn
+  double mscale = 1;             // yarn
+  double mscale_all_dim = 0;     // yarn
+  bool operator==(const RopeSpec&) const = default;
+};
+
+// The MoE router's scoring (HF DeepSeek/Qwen/Mixtral config fields in brackets).
+struct RouterSpec {
+  RouterScore score = RouterScore::kSoftmax;  // [scoring_func]
+  // Whether the top-k weights are renormalised to sum to 1 [norm_topk_prob; Mixtral always];
+  // false: softmax over all experts, the top-k weights kept as they are (DeepSeek-V2).
+  bool normalize_topk = true;
+  bool expert_bias = false;   // aux-loss-free balancing bias on the scores [topk_method noaux_tc]
+  double topk_scaling = 1.0;  // weights multiplied by this [routed_scaling_factor]
+  int groups = 0;             // group-limited routing: expert groups [n_group]; 0 or 1: none
+  int group_topk = 0;         // groups each token may use [topk_group]
+  bool operator==(const RouterSpec&) const = default;
+};
 
 struct MoeSpec {
   int experts = 0;                // routed experts per MoE layer
@@ -24,6 +60,7 @@ struct MoeSpec {
   int64_t shared_ffn_hidden = 0;  // FFN width of one shared expert
   int dense_layers = 0;           // the first k layers use the dense FFN
   int layer_freq = 1;             // after those, every layer_freq-th layer is MoE
+  RouterSpec router;
   bool operator==(const MoeSpec&) const = default;
 };
 
@@ -55,6 +92,12 @@ struct ModelSpec {
   NormKind norm = NormKind::kRmsNorm;
   bool linear_bias = false;
   PositionEmbedding position_embedding = PositionEmbedding::kRope;
+  RopeSpec rope;                 // read only when position_embedding is rope
+  bool qkv_bias = false;         // biases on the Q, K, V projections only (Qwen2)
+  bool qk_norm = false;          // RMSNorm over each head's queries and keys (Qwen3)
+  double norm_eps = 1e-5;        // epsilon of every LayerNorm/RMSNorm
+  double attention_dropout = 0;  // dropout on attention probabilities
+  double hidden_dropout = 0;     // dropout after the attention and FFN blocks
   int mtp_layers = 0;
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;

@@ -18,65 +18,74 @@ namespace {
 
 bool pipelined(const Plan& p) { return p.pp > 1; }
 
-// Megatron-LM: the distributed optimizer (ZeRO-1) or Megatron-FSDP (ZeRO-3); its own 1F1B and
-// interleaved schedules. Megatron-FSDP also has a gradient-sharding strategy (optim_grads,
-// --data-parallel-sharding-strategy in megatron/training/arguments.py), which dtplan neither
-// writes (planner/emit/emit_util.cpp) nor models for Megatron: ZeRO-2 stays refused here.
+// Megatron-LM: the distributed optimizer (ZeRO-1) or Megatron-FSDP, whose
+// --data-parallel-sharding-strategy optim_grads is ZeRO-2 (a reduce-scatter on every
+// micro-batch, megatron/core/distributed/fsdp/mcore_fsdp_adapter.py:168, as dtplan's ZeRO-2
+// cost) and optim_grads_params ZeRO-3; its own 1F1B and interleaved schedules.
 constexpr std::array<FrameworkRule, 2> kMegatronRules = {{
-    {"Megatron-LM runs here with its distributed optimizer (ZeRO-1) or Megatron-FSDP "
-     "optim_grads_params (ZeRO-3); dtplan does not write its gradient-only sharding (ZeRO-2)",
-     "", [](const Plan& p) { return p.zero == 2; }},
     {"Megatron-LM runs only its 1F1B and interleaved pipeline schedules",
      "NVIDIA/Megatron-LM megatron/core/pipeline_parallel/schedules.py@d98e8a6 "
      "(get_forward_backward_func)",
-     [](const Plan& p) {
+     [](const Plan& p, const ModelSpec&) {
        return pipelined(p) && p.schedule != "1f1b" && p.schedule != "interleaved";
      }},
+    {"Megatron-LM raises when an MoE model runs tensor parallelism without sequence parallelism",
+     "NVIDIA/Megatron-LM megatron/core/transformer/moe/moe_layer.py:636@d98e8a6 (\"performance "
+     "may degrade if MoE and tensor parallelism are enabled without also enabling sequence "
+     "parallelism\", a ValueError in training)",
+     [](const Plan& p, const ModelSpec& m) { return m.is_moe() && p.tp > 1 && !p.sp; }},
 }};
 
-constexpr std::array<FrameworkRule, 5> kDeepSpeedRules = {{
+constexpr std::array<FrameworkRule, 6> kDeepSpeedRules = {{
     {"DeepSpeed refuses ZeRO-2/3 with pipeline parallelism",
      "deepspeedai/DeepSpeed deepspeed/runtime/pipe/engine.py@edaa722 (\"ZeRO-2 and ZeRO-3 are "
      "incompatible with pipeline parallelism\")",
-     [](const Plan& p) { return p.zero >= 2 && pipelined(p); }},
+     [](const Plan& p, const ModelSpec&) { return p.zero >= 2 && pipelined(p); }},
     {"DeepSpeed's pipeline engine runs 1F1B only",
      "deepspeedai/DeepSpeed deepspeed/runtime/pipe/schedule.py@edaa722 (TrainSchedule)",
-     [](const Plan& p) { return pipelined(p) && p.schedule != "1f1b"; }},
+     [](const Plan& p, const ModelSpec&) { return pipelined(p) && p.schedule != "1f1b"; }},
     // DeepSpeed's sequence parallelism is Ulysses (all-to-all heads, deepspeed/sequence/layer.py),
     // not Megatron's context parallelism that dtplan models.
-    {"DeepSpeed (Megatron-DeepSpeed) has no context parallelism in this form", "",
-     [](const Plan& p) { return p.cp > 1; }},
-    {"Megatron-DeepSpeed has no expert tensor parallelism", "",
-     [](const Plan& p) { return p.etp != 1; }},
+    {"DeepSpeed (Megatron-DeepSpeed) has no context parallelism in this form",
+     "deepspeedai/Megatron-DeepSpeed megatron/arguments.py:974@f4157be (no "
+     "--context-parallel-size; --ds-sequence-parallel-size is Ulysses)",
+     [](const Plan& p, const ModelSpec&) { return p.cp > 1; }},
+    {"Megatron-DeepSpeed shards experts over the whole TP group or not at all (expert TP 1 or "
+     "TP)",
+     "deepspeedai/Megatron-DeepSpeed megatron/arguments.py:1151@f4157be "
+     "(--enable-expert-tensor-parallelism)",
+     [](const Plan& p, const ModelSpec&) { return p.etp != 1 && p.etp != p.tp; }},
     {"DeepSpeed's pipeline engine partitions layers itself",
      "deepspeedai/DeepSpeed deepspeed/runtime/pipe/module.py@edaa722 (PipelineModule "
      "partition_method)",
-     [](const Plan& p) {
+     [](const Plan& p, const ModelSpec&) {
        return p.uneven_pp || p.account_for_embedding || p.account_for_loss || p.split_stages > 0;
      }},
+    {"DeepSpeed refuses MoE with ZeRO-3",
+     "deepspeedai/DeepSpeed deepspeed/runtime/engine.py:1678@v0.16.5 (\"MoE not supported with "
+     "Stage 3\"; engine.py:2215 in 0.19.8)",
+     [](const Plan& p, const ModelSpec& m) { return m.is_moe() && p.zero == 3; }},
 }};
 
 // torchtitan's FSDP2 with fsdp_reshard_after_forward = "never" keeps gathered parameters
 // (ZeRO-2-like memory); dtplan does not model it.
-constexpr std::array<FrameworkRule, 5> kTorchtitanRules = {{
-    {"torchtitan splits layers evenly (pipeline_parallel_layers_per_stage) or by module names "
-     "(module_fqns_per_model_part), which dtplan does not write for a two-part split",
-     "pytorch/torchtitan torchtitan/config/configs.py@b5bcd76",
-     [](const Plan& p) { return p.split_stages > 0; }},
-    {"torchtitan counts the embedding and loss as its own first/last-stage layer reductions "
-     "(pipeline_parallel_first_stage_less_layers), which dtplan does not write",
-     "pytorch/torchtitan torchtitan/config/configs.py@b5bcd76",
-     [](const Plan& p) { return p.account_for_embedding || p.account_for_loss; }},
-    {"torchtitan needs expert TP of 1 or equal to TP", "",
-     [](const Plan& p) { return p.etp != 1 && p.etp != p.tp; }},
+// Any layer split (uneven, two-part, the embedding/loss counted as layers) is written as
+// module_fqns_per_model_part (planner/emit/impl/torchtitan.cpp), so none is refused here.
+constexpr std::array<FrameworkRule, 3> kTorchtitanRules = {{
+    {"torchtitan needs expert TP of 1 or equal to TP",
+     "pytorch/torchtitan torchtitan/config/job_config.py:464@v0.2.2 "
+     "(expert_tensor_parallel_degree)",
+     [](const Plan& p, const ModelSpec&) { return p.etp != 1 && p.etp != p.tp; }},
     {"torchtitan shards with FSDP2 (ZeRO-3) or not at all",
      "pytorch/torchtitan torchtitan/config/configs.py@b5bcd76 (data_parallel_shard_degree, "
      "data_parallel_replicate_degree)",
-     [](const Plan& p) { return p.zero == 1 || p.zero == 2; }},
+     [](const Plan& p, const ModelSpec&) { return p.zero == 1 || p.zero == 2; }},
     {"torchtitan runs 1F1B, interleaved, GPipe and ZB-V pipeline schedules only",
      "pytorch/torchtitan torchtitan/distributed/pipeline_parallel.py@b5bcd76 "
      "(get_schedule_class)",
-     [](const Plan& p) { return pipelined(p) && !torchtitan_schedule_name(p.schedule); }},
+     [](const Plan& p, const ModelSpec&) {
+       return pipelined(p) && !torchtitan_schedule_name(p.schedule);
+     }},
 }};
 
 // dtplan schedule -> torchtitan's pipeline_parallel_schedule. torchtitan at b5bcd76 also has
@@ -122,23 +131,23 @@ std::span<const FrameworkRule> framework_rules(Framework f) {
   return {};
 }
 
-const FrameworkRule* refusing_rule(Framework f, const Plan& p) {
+const FrameworkRule* refusing_rule(Framework f, const Plan& p, const ModelSpec& m) {
   for (const FrameworkRule& r : framework_rules(f))
-    if (r.refuses(p)) return &r;
+    if (r.refuses(p, m)) return &r;
   return nullptr;
 }
 
-const char* framework_refusal(Framework f, const Plan& p) {
-  const FrameworkRule* r = refusing_rule(f, p);
+const char* framework_refusal(Framework f, const Plan& p, const ModelSpec& m) {
+  const FrameworkRule* r = refusing_rule(f, p, m);
   return r ? r->reason : nullptr;
 }
 
-std::vector<FrameworkWarning> framework_warnings(Framework f, const Plan& p) {
+std::vector<FrameworkWarning> framework_warnings(Framework f, const Plan& p, const ModelSpec& m) {
   std::vector<FrameworkWarning> w;
-  if (const FrameworkRule* r = refusing_rule(f, p)) {
+  if (const FrameworkRule* r = refusing_rule(f, p, m)) {
     std::vector<std::string> can;
     for (size_t k = 0; k < framework_names().size(); ++k)
-      if (static_cast<Framework>(k) != f && !refusing_rule(static_cast<Framework>(k), p))
+      if (static_cast<Framework>(k) != f && !refusing_rule(static_cast<Framework>(k), p, m))
         can.push_back(framework_names()[k]);
     w.push_back({"framework-cannot-run",
                  fmt::format("{} cannot run this plan: {}{}; {}", framework_name(f), r->reason,
@@ -147,21 +156,24 @@ std::vector<FrameworkWarning> framework_warnings(Framework f, const Plan& p) {
                                          : fmt::format("{} can (--framework {})",
                                                        fmt::join(can, ", "), can.front()))});
   }
-  if (f == Framework::kMegatron && p.zero == 3) {
-    // megatron/training/arguments.py@d98e8a6: Megatron-FSDP asserts --ckpt-format fsdp_dtensor.
+  if (f == Framework::kMegatron && p.zero >= 2) {
+    // megatron/training/arguments.py:1169@d98e8a6: Megatron-FSDP asserts --ckpt-format
+    // fsdp_dtensor.
     w.push_back({"megatron-fsdp",
-                 "ZeRO-3 under Megatron-LM needs Megatron-FSDP (--use-megatron-fsdp, "
-                 "--data-parallel-sharding-strategy optim_grads_params, --ckpt-format "
-                 "fsdp_dtensor), not its default distributed optimizer"});
+                 fmt::format("ZeRO-{} under Megatron-LM needs Megatron-FSDP (--use-megatron-fsdp, "
+                             "--data-parallel-sharding-strategy {}, --ckpt-format fsdp_dtensor), "
+                             "not its default distributed optimizer",
+                             p.zero, p.zero == 3 ? "optim_grads_params" : "optim_grads")});
     if (p.pp > 1)
       // megatron/core/distributed/fsdp/mcore_fsdp_adapter.py@d98e8a6 (version 2 refuses
       // pipeline_model_parallel_size != 1); megatron/training/arguments.py (--use-torch-fsdp2
       // "is not supported with pipeline parallelism").
-      w.push_back({"zero3-with-pp",
-                   fmt::format("ZeRO-3 with pipeline parallelism (PP {}) runs under Megatron-FSDP "
-                               "version 1 only (--megatron-fsdp-version 2 and --use-torch-fsdp2 "
-                               "refuse PP); DeepSpeed refuses it, torchtitan runs FSDP2 with PP",
-                               p.pp)});
+      w.push_back(
+          {p.zero == 3 ? "zero3-with-pp" : "zero2-with-pp",
+           fmt::format("ZeRO-{} with pipeline parallelism (PP {}) runs under Megatron-FSDP "
+                       "version 1 only (--megatron-fsdp-version 2 and --use-torch-fsdp2 "
+                       "refuse PP); DeepSpeed refuses it{}",
+                       p.zero, p.pp, p.zero == 3 ? ", torchtitan runs FSDP2 with PP" : "")});
   }
   return w;
 }

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/model_spec.h"
 #include "core/plan.h"
 
 namespace dtplan {
@@ -23,14 +24,14 @@ Framework parse_framework(std::string_view name, const std::string& field = "--f
 struct FrameworkRule {
   const char* reason;
   const char* source;
-  bool (*refuses)(const Plan& p);
+  bool (*refuses)(const Plan& p, const ModelSpec& m);
 };
 std::span<const FrameworkRule> framework_rules(Framework f);
 
 // The first rule of `f` that refuses `p`, or nullptr when the framework can run the plan.
-const FrameworkRule* refusing_rule(Framework f, const Plan& p);
+const FrameworkRule* refusing_rule(Framework f, const Plan& p, const ModelSpec& m);
 // refusing_rule()->reason, or nullptr.
-const char* framework_refusal(Framework f, const Plan& p);
+const char* framework_refusal(Framework f, const Plan& p, const ModelSpec& m);
 
 // Something a plan needs that `f` does not do by default, or cannot do at all. `code` is stable
 // (JSON); `message` is one sentence for people.
@@ -40,7 +41,7 @@ struct FrameworkWarning {
 };
 // Warnings for running `p` under `f`: "framework-cannot-run" when a rule of `f` refuses it (with
 // the frameworks that can), and the non-default features it needs. Empty when there are none.
-std::vector<FrameworkWarning> framework_warnings(Framework f, const Plan& p);
+std::vector<FrameworkWarning> framework_warnings(Framework f, const Plan& p, const ModelSpec& m);
 
 // torchtitan's name for a dtplan pipeline schedule (parallelism.pipeline_parallel_schedule), or
 // nullptr when torchtitan has none; torchtitan_schedules() lists the dtplan names it has.

@@ -436,7 +436,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
       auto gate = [&](size_t zi, size_t s) -> const Gate& {
         Gate& g = gates[zi * schedules.size() + s];
         if (g.state != Gate::kUnknown) return g;
-        if (const char* refusal = framework_refusal(opt.framework, p)) {
+        if (const char* refusal = framework_refusal(opt.framework, p, m)) {
           g = {Gate::kFramework, refusal, 0};
           return g;
         }
@@ -756,7 +756,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     for (size_t s = 0; s < schedule_pool.size() && !found; ++s) {
       const IPipelineSchedule* sch = find_schedule(schedule_pool[s]);
       p.schedule = schedule_pool[s];
-      found = sch && sch->accepts_chunks(p.vpp) && !framework_refusal(opt.framework, p);
+      found = sch && sch->accepts_chunks(p.vpp) && !framework_refusal(opt.framework, p, m);
     }
     if (!found || !validate_plan(m, n, wl, p).empty() || !validate_schedule(p).empty())
       return kNone;

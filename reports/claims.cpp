@@ -472,7 +472,7 @@ ModelReading read_with_model(const Claim& c, const ModelSpec& m, const Cluster& 
       out.notes.push_back(fmt::format("warning [{}]: {}", x.code, x.message));
   }
   if (r.best && frameworks.size() > 1) {
-    for (const FrameworkWarning& wn : framework_warnings(Framework::kMegatron, r.best->plan))
+    for (const FrameworkWarning& wn : framework_warnings(Framework::kMegatron, r.best->plan, m))
       out.notes.push_back(wn.message);
   }
   return r;

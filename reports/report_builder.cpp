@@ -148,7 +148,7 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
     }
   }
   if (!d.top.empty())
-    for (auto& x : framework_warnings(opt.framework, d.top.front().plan))
+    for (auto& x : framework_warnings(opt.framework, d.top.front().plan, m))
       d.framework_warnings.push_back({std::move(x.code), std::move(x.message)});
   for (const auto& cand : result.pareto) d.pareto.push_back(banded(cand, nullptr));
   for (int k = 0; k < kNumRejections; ++k)

@@ -1,7 +1,9 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cctype>
 
+#include "core/error.h"
 #include "core/registry.h"
 #include "planner/emit/i_emitter.h"
 #include "simulator/workload/stage_layout.h"
@@ -13,6 +15,21 @@ const IEmitter* find_emitter(const std::string& name) {
 }
 
 std::vector<std::string> emitter_names() { return Registry<IEmitter>::global().names(); }
+
+const FrameworkVersion& chosen_version(const IEmitter& e, const EmitInput& in) {
+  const auto versions = e.versions();
+  if (in.version.empty()) return versions.front();
+  std::vector<std::string> names;
+  for (const FrameworkVersion& v : versions) {
+    if (in.version == v.name) return v;
+    names.emplace_back(v.name);
+  }
+  throw InputError(
+      {}, "--framework-version",
+      fmt::format("'{}' is not a version this format writes for{}; known: {}", in.version,
+                  did_you_mean(in.version, std::span<const std::string>(names)),
+                  fmt::join(names, ", ")));
+}
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -67,139 +84,264 @@ std::string bash_array(const std::string& name, const std::vector<std::string>& 
   return out + "\n)\n";
 }
 
-std::vector<std::string> megatron_model_args(const ModelSpec& m, const Workload& w) {
-  std::vector<std::string> a;
-  auto add = [&](const std::string& flag, auto value) {
-    a.push_back(flag);
-    a.push_back(fmt::format("{}", value));
-  };
-  add("--num-layers", m.layers);
-  add("--hidden-size", m.hidden);
-  add("--ffn-hidden-size", m.ffn_hidden);
-  add("--num-attention-heads", m.heads);
-  if (m.kv_heads < m.heads && !m.mla) {
-    a.push_back("--group-query-attention");
-    add("--num-query-groups", m.kv_heads);
+namespace {
+
+// Megatron-LM @d98e8a6 sources for what the model arguments below can and cannot say.
+constexpr const char* kMegatronArgs = "megatron/training/arguments.py@d98e8a6";
+
+// An integer written as such, for flags declared type=int (--rotary-base).
+bool integral(double v) { return v == static_cast<double>(static_cast<int64_t>(v)); }
+
+void rope_args(const ModelSpec& m, ArgList& a) {
+  const RopeSpec& r = m.rope;
+  if (!integral(r.theta))
+    a.refuse(
+        fmt::format("Megatron-LM's --rotary-base is an integer ({}:2418); rope theta {} is "
+                    "not",
+                    kMegatronArgs, r.theta));
+  a.add("--rotary-base", static_cast<int64_t>(r.theta));
+  if (m.mla) {
+    // MLATransformerConfig takes rope_type, rotary_scaling_factor, mscale and mscale_all_dim
+    // from the arguments of the same names; original_max_position_embeddings (4096),
+    // beta_fast (32) and beta_slow (1) have no flag and keep its defaults
+    // (megatron/core/transformer/transformer_config.py:3306-3331,
+    // megatron/training/argument_utils.py:300-303 @d98e8a6).
+    if (r.scaling == RopeScaling::kLlama3) {
+      a.refuse(
+          "Megatron-LM's multi-latent attention has no Llama 3 rope scaling (--rope-type "
+          "takes rope or yarn, arguments.py:2906)");
+      return;
+    }
+    a.add("--rope-type", r.scaling == RopeScaling::kYarn ? "yarn" : "rope");
+    if (r.scaling == RopeScaling::kYarn) {
+      if (r.original_max_seq != 4096 || r.beta_fast != 32 || r.beta_slow != 1)
+        a.refuse(fmt::format(
+            "Megatron-LM's multi-latent attention fixes YaRN's original context at 4096 and "
+            "beta_fast/beta_slow at 32/1 (MLATransformerConfig, transformer_config.py:3318-3325 "
+            "@d98e8a6, no flag sets them); the model has {}, {}, {}",
+            r.original_max_seq, r.beta_fast, r.beta_slow));
+      a.add("--rotary-scaling-factor", r.factor);
+      a.add("--mscale", r.mscale);
+      a.add("--mscale-all-dim", r.mscale_all_dim);
+    }
+    return;
   }
-  if (m.head_dim * m.heads != m.hidden && !m.mla) add("--kv-channels", m.head_dim);
-  add("--seq-length", w.seq_len);
-  add("--max-position-embeddings", m.max_seq);
-  add("--vocab-size", m.vocab);
+  if (r.scaling == RopeScaling::kLlama3) {
+    // RotaryEmbedding._apply_scaling(freqs, factor, low_freq_factor=1, high_freq_factor=4,
+    // original_max_position_embeddings=8192): only the factor is an argument
+    // (megatron/core/models/common/embeddings/rotary_pos_embedding.py:92 @d98e8a6).
+    if (r.low_freq_factor != 1 || r.high_freq_factor != 4 || r.original_max_seq != 8192)
+      a.refuse(
+          fmt::format("Megatron-LM's Llama 3 rope scaling fixes low/high frequency factors "
+                      "1/4 and an original context of 8192 (rotary_pos_embedding.py:92 "
+                      "@d98e8a6); the model has {}/{} and {}",
+                      r.low_freq_factor, r.high_freq_factor, r.original_max_seq));
+    a.add("--use-rope-scaling");
+    a.add("--rope-scaling-factor", r.factor);
+  } else if (r.scaling == RopeScaling::kYarn) {
+    a.add("--rotary-scaling-factor", r.factor);
+    a.add("--yarn-original-max-position-embeddings", r.original_max_seq);
+    a.add("--yarn-beta-fast", r.beta_fast);
+    a.add("--yarn-beta-slow", r.beta_slow);
+    a.add("--mscale", r.mscale);
+    a.add("--mscale-all-dim", r.mscale_all_dim);
+  }
+}
+
+void router_args(const MoeSpec& e, ArgList& a) {
+  // topk_routing_with_score_function (megatron/core/transformer/moe/moe_utils.py @d98e8a6):
+  // softmax takes the top-k logits and softmaxes them (renormalised) unless pre-softmax, which
+  // keeps the full-softmax weights (:901); sigmoid always renormalises the top-k (:929); the
+  // expert bias enters the sigmoid branch only (:923).
+  const RouterSpec& r = e.router;
+  if (r.score == RouterScore::kSigmoid) {
+    a.add("--moe-router-score-function", "sigmoid");
+    if (!r.normalize_topk && e.topk > 1)
+      a.refuse(
+          "Megatron-LM renormalises sigmoid top-k router weights (moe_utils.py:929 "
+          "@d98e8a6); the model keeps them unnormalised");
+  } else if (!r.normalize_topk) {
+    a.add("--moe-router-pre-softmax");
+  }
+  if (r.expert_bias) {
+    if (r.score != RouterScore::kSigmoid)
+      a.refuse(
+          "Megatron-LM applies the router's expert bias to sigmoid scores only "
+          "(moe_utils.py:923 @d98e8a6); the model has softmax scores with a bias");
+    a.add("--moe-router-enable-expert-bias");
+  }
+  if (r.topk_scaling != 1.0) a.add("--moe-router-topk-scaling-factor", r.topk_scaling);
+  if (r.groups > 1) {
+    a.add("--moe-router-num-groups", r.groups);
+    a.add("--moe-router-group-topk", r.group_topk);
+  }
+}
+
+}  // namespace
+
+ArgList megatron_model_args(const ModelSpec& m, const Workload& w) {
+  ArgList a;
+  a.add("--num-layers", m.layers);
+  a.add("--hidden-size", m.hidden);
+  a.add("--ffn-hidden-size", m.ffn_hidden);
+  a.add("--num-attention-heads", m.heads);
+  if (m.kv_heads < m.heads && !m.mla) {
+    a.add("--group-query-attention");
+    a.add("--num-query-groups", m.kv_heads);
+  }
+  if (m.head_dim * m.heads != m.hidden && !m.mla) a.add("--kv-channels", m.head_dim);
+  a.add("--seq-length", w.seq_len);
+  a.add("--max-position-embeddings", m.max_seq);
+  a.add("--vocab-size", m.vocab);
   switch (m.position_embedding) {
     case PositionEmbedding::kRope:
-      add("--position-embedding-type", "rope");
+      a.add("--position-embedding-type",
+            m.rope.scaling == RopeScaling::kYarn && !m.mla ? "yarn" : "rope");
+      rope_args(m, a);
       break;
     case PositionEmbedding::kLearned:
-      add("--position-embedding-type", "learned_absolute");
+      a.add("--position-embedding-type", "learned_absolute");
       break;
     case PositionEmbedding::kAlibi:
+      a.refuse(
+          fmt::format("Megatron-LM has no ALiBi (--position-embedding-type takes "
+                      "learned_absolute, rope, yarn, mrope, relative or none, {}:2398)",
+                      kMegatronArgs));
+      break;
     case PositionEmbedding::kNone:
-      add("--position-embedding-type", "none");
+      a.add("--position-embedding-type", "none");
       break;
   }
-  if (m.ffn_act == FfnAct::kSwiglu) a.push_back("--swiglu");
-  add("--normalization", m.norm == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm");
-  if (!m.tied_embeddings) a.push_back("--untie-embeddings-and-output-weights");
-  if (!m.linear_bias) a.push_back("--disable-bias-linear");
+  if (m.ffn_act == FfnAct::kSwiglu) a.add("--swiglu");
+  a.add("--normalization", m.norm == NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm");
+  a.add("--norm-epsilon", m.norm_eps);
+  if (!m.tied_embeddings) a.add("--untie-embeddings-and-output-weights");
+  if (!m.linear_bias) a.add("--disable-bias-linear");
+  if (m.qkv_bias && !m.linear_bias) a.add("--add-qkv-bias");
+  if (m.qk_norm) a.add("--qk-layernorm");
+  // Megatron's dropout defaults to 0.1 (TransformerConfig, transformer_config.py:188-191): say
+  // the model's always.
+  a.add("--attention-dropout", m.attention_dropout);
+  a.add("--hidden-dropout", m.hidden_dropout);
   if (m.moe) {
     const MoeSpec& e = *m.moe;
-    add("--num-experts", e.experts);
-    add("--moe-router-topk", e.topk);
-    add("--moe-ffn-hidden-size", e.expert_ffn_hidden);
+    a.add("--num-experts", e.experts);
+    a.add("--moe-router-topk", e.topk);
+    a.add("--moe-ffn-hidden-size", e.expert_ffn_hidden);
     if (e.shared_experts > 0)
-      add("--moe-shared-expert-intermediate-size", e.shared_ffn_hidden * e.shared_experts);
+      a.add("--moe-shared-expert-intermediate-size", e.shared_ffn_hidden * e.shared_experts);
     if (e.dense_layers > 0 || e.layer_freq > 1) {
       // Megatron's pattern string: dense layers first, then every layer_freq-th layer MoE.
       std::string pattern = "[";
       for (int i = 0; i < m.layers; ++i)
         pattern += fmt::format("{}{}", i ? "," : "", m.is_moe_layer(i) ? 1 : 0);
-      add("--moe-layer-freq", pattern + "]");
+      a.add("--moe-layer-freq", pattern + "]");
     }
-    add("--moe-token-dispatcher-type", "alltoall");
-    a.push_back("--moe-grouped-gemm");
+    router_args(e, a);
+    a.add("--moe-token-dispatcher-type", "alltoall");
+    a.add("--moe-grouped-gemm");
   }
   if (m.mla) {
-    a.push_back("--multi-latent-attention");
-    if (m.mla->q_lora_rank > 0) add("--q-lora-rank", m.mla->q_lora_rank);
-    add("--kv-lora-rank", m.mla->kv_lora_rank);
-    add("--qk-head-dim", m.mla->qk_nope_head_dim);
-    add("--qk-pos-emb-head-dim", m.mla->qk_rope_head_dim);
-    add("--v-head-dim", m.mla->v_head_dim);
+    a.add("--multi-latent-attention");
+    if (m.mla->q_lora_rank > 0) a.add("--q-lora-rank", m.mla->q_lora_rank);
+    a.add("--kv-lora-rank", m.mla->kv_lora_rank);
+    a.add("--qk-head-dim", m.mla->qk_nope_head_dim);
+    a.add("--qk-pos-emb-head-dim", m.mla->qk_rope_head_dim);
+    a.add("--v-head-dim", m.mla->v_head_dim);
   }
-  if (m.mtp_layers > 0) add("--mtp-num-layers", m.mtp_layers);
+  if (m.mtp_layers > 0) a.add("--mtp-num-layers", m.mtp_layers);
   return a;
 }
 
-std::vector<std::string> megatron_parallel_args(const ModelSpec& m, const Workload& w,
-                                                const Plan& p) {
-  std::vector<std::string> a;
-  auto add = [&](const std::string& flag, auto value) {
-    a.push_back(flag);
-    a.push_back(fmt::format("{}", value));
-  };
-  add("--tensor-model-parallel-size", p.tp);
-  add("--pipeline-model-parallel-size", p.pp);
-  if (p.cp > 1) add("--context-parallel-size", p.cp);
+ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan& p) {
+  ArgList a;
+  a.add("--tensor-model-parallel-size", p.tp);
+  a.add("--pipeline-model-parallel-size", p.pp);
+  if (p.cp > 1) a.add("--context-parallel-size", p.cp);
   if (m.moe) {
-    add("--expert-model-parallel-size", p.ep);
-    add("--expert-tensor-parallel-size", p.etp);
+    a.add("--expert-model-parallel-size", p.ep);
+    a.add("--expert-tensor-parallel-size", p.etp);
+    if (p.ep_comm_overlap && p.ep > 1) a.add("--overlap-moe-expert-parallel-comm");
   }
-  if (p.vpp > 1) add("--num-virtual-stages-per-pipeline-rank", p.vpp);
+  // Chunk sizes that --decoder-first/last-pipeline-num-layers cannot say: a two-part split, or
+  // uneven stages with virtual stages (transformer_config.py:2305-2366 @d98e8a6 needs the first
+  // and last stage's layers divisible by the virtual stages), go into
+  // --pipeline-model-parallel-layout, which also sets the virtual stages (arguments.py:928-950:
+  // at most one of it and --num-virtual-stages-per-pipeline-rank).
+  const bool layout = p.pp > 1 && (p.split_stages > 0 || (p.uneven_pp && p.vpp > 1));
+  if (p.vpp > 1 && !layout) a.add("--num-virtual-stages-per-pipeline-rank", p.vpp);
   // megatron/training/arguments.py, NVIDIA/Megatron-LM@d98e8a6 (TransformerConfig
   // account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split).
-  if (p.account_for_embedding) a.push_back("--account-for-embedding-in-pipeline-split");
-  if (p.account_for_loss) a.push_back("--account-for-loss-in-pipeline-split");
-  if (p.split_stages > 0 && p.pp > 1) {
-    // --pipeline-model-parallel-layout (megatron/training/arguments.py, NVIDIA/Megatron-LM
-    // @d98e8a6): stages split by '|', E the embedding, t a decoder layer, m an MTP layer, L the
-    // loss; the first layer must be E and the last L, MTP layers on the last stage
-    // (megatron/core/transformer/pipeline_parallel_layer_layout.py, validate_layer_layout).
+  if (p.account_for_embedding) a.add("--account-for-embedding-in-pipeline-split");
+  if (p.account_for_loss) a.add("--account-for-loss-in-pipeline-split");
+  if (layout) {
+    // --pipeline-model-parallel-layout: pp x vpp segments split by '|', segment v x pp + r being
+    // rank r's v-th chunk (megatron/core/transformer/pipeline_parallel_layer_layout.py,
+    // __init__); E the embedding, t a decoder layer, m an MTP layer, L the loss; the first
+    // layer must be E and the last L, MTP layers on the last stage (validate_layer_layout).
     // Written out in full, without the '*' shorthand.
-    std::string layout;
-    for (int s = 0; s < p.pp; ++s) {
-      if (s > 0) layout += '|';
-      if (s == 0) layout += 'E';
-      layout += std::string(static_cast<size_t>(layers_on_rank(m, p, s).total()), 't');
-      if (s == p.pp - 1) layout += std::string(static_cast<size_t>(m.mtp_layers), 'm') + "L";
+    std::string text;
+    const int chunks = p.pp * p.vpp;
+    for (int c = 0; c < chunks; ++c) {
+      if (c > 0) text += '|';
+      if (c == 0) text += 'E';
+      text += std::string(static_cast<size_t>(chunk_layers(m, p, c).size()), 't');
+      if (c == chunks - 1) text += std::string(static_cast<size_t>(m.mtp_layers), 'm') + "L";
     }
-    add("--pipeline-model-parallel-layout", layout);
+    a.add("--pipeline-model-parallel-layout", text);
+  } else if (p.uneven_pp && p.pp > 1) {
+    a.add("--decoder-first-pipeline-num-layers", layers_on_rank(m, p, 0).total());
+    a.add("--decoder-last-pipeline-num-layers", layers_on_rank(m, p, p.pp - 1).total());
   }
-  if (p.uneven_pp && p.pp > 1) {
-    add("--decoder-first-pipeline-num-layers", layers_on_rank(m, p, 0).total());
-    add("--decoder-last-pipeline-num-layers", layers_on_rank(m, p, p.pp - 1).total());
+  if (p.sp) a.add("--sequence-parallel");
+  if (p.zero == 1) a.add("--use-distributed-optimizer");
+  if (p.zero >= 2) {
+    // Megatron-FSDP: optim_grads (ZeRO-2) or optim_grads_params (ZeRO-3), which asserts the
+    // fsdp_dtensor checkpoint format (arguments.py:1169, :3190 @d98e8a6).
+    a.add("--use-megatron-fsdp");
+    a.add("--data-parallel-sharding-strategy", p.zero == 3 ? "optim_grads_params" : "optim_grads");
+    a.add("--ckpt-format", "fsdp_dtensor");
   }
-  if (p.sp) a.push_back("--sequence-parallel");
-  if (p.zero == 1) a.push_back("--use-distributed-optimizer");
-  if (p.zero == 3) {
-    a.push_back("--use-megatron-fsdp");
-    add("--data-parallel-sharding-strategy", "optim_grads_params");
+  if (p.overlap_grad_reduce && p.dp * p.cp > 1) a.add("--overlap-grad-reduce");
+  if (p.overlap_param_gather && p.zero >= 1 && p.dp * p.cp > 1) {
+    // arguments.py:1024-1029 @d98e8a6: --overlap-param-gather needs --overlap-grad-reduce.
+    if (!p.overlap_grad_reduce)
+      a.refuse(
+          "Megatron-LM overlaps the parameter all-gather only together with the gradient "
+          "reduction (--overlap-param-gather requires --overlap-grad-reduce, "
+          "megatron/training/arguments.py:1024-1029 @d98e8a6); the plan overlaps one only");
+    a.add("--overlap-param-gather");
   }
-  if (p.overlap_grad_reduce && p.dp * p.cp > 1) a.push_back("--overlap-grad-reduce");
-  if (p.overlap_param_gather && p.zero >= 1 && p.dp * p.cp > 1)
-    a.push_back("--overlap-param-gather");
-  if (p.tp_comm_overlap) a.push_back("--tp-comm-overlap");
-  if (p.recompute == Recompute::kSelective) add("--recompute-granularity", "selective");
+  if (p.tp_comm_overlap) a.add("--tp-comm-overlap");
+  if (p.recompute == Recompute::kSelective) a.add("--recompute-granularity", "selective");
   if (p.recompute == Recompute::kFull) {
-    add("--recompute-granularity", "full");
+    a.add("--recompute-granularity", "full");
     // uniform x 1: every layer keeps only its input; block x N: the first N layers of each
     // virtual stage do, the others keep everything.
-    add("--recompute-method", p.recompute_layers > 0 ? "block" : "uniform");
-    add("--recompute-num-layers", p.recompute_layers > 0 ? p.recompute_layers : 1);
+    a.add("--recompute-method", p.recompute_layers > 0 ? "block" : "uniform");
+    a.add("--recompute-num-layers", p.recompute_layers > 0 ? p.recompute_layers : 1);
   }
-  add("--micro-batch-size", p.mbs);
-  add("--global-batch-size", p.gbs > 0 ? p.gbs : w.global_batch);
+  if (!p.flash_attention) a.add("--attention-backend", "unfused");
+  a.add("--micro-batch-size", p.mbs);
+  a.add("--global-batch-size", p.gbs > 0 ? p.gbs : w.global_batch);
   switch (w.precision) {
     case Precision::kFp16:
-      a.push_back("--fp16");
+      a.add("--fp16");
       break;
     case Precision::kFp8:
-      a.push_back("--bf16");
-      add("--fp8-format", "hybrid");
+      a.add("--bf16");
+      a.add("--fp8-format", "hybrid");
       break;
     default:
-      a.push_back("--bf16");
+      a.add("--bf16");
       break;
   }
+  // Gradient accumulation and reduction precision (arguments.py:1204-1217 @d98e8a6): bf16
+  // training keeps fp32 main gradients unless --grad-reduce-in-bf16; fp16 training keeps 16-bit
+  // ones unless --accumulate-allreduce-grads-in-fp32.
+  if (w.precision == Precision::kFp16 && p.main_grads_fp32)
+    a.add("--accumulate-allreduce-grads-in-fp32");
+  if (w.precision != Precision::kFp16 && !p.main_grads_fp32) a.add("--grad-reduce-in-bf16");
   return a;
 }
 

@@ -2,12 +2,19 @@
 // file per emitter in emit/impl/, registered with DTPLAN_REGISTER under the --format name;
 // `dtplan list emitters` prints them.
 //
-// Contract: emit() is pure: it returns the files (name, content, executable bit) and writes
-// nothing; refusal() returns nullptr when the framework can express the plan, else the reason.
-// Every value placed in a shell script is quoted (shell_quote), so names and paths cannot break
-// or inject into it.
+// Contract: emit() is pure: it returns the files (name, content, executable bit, what the user
+// must still provide) and writes nothing; refusal() returns "" when the chosen framework version
+// can run the plan and the model as described, else the reason with the framework code it comes
+// from. Nothing the plan or model says is dropped: a field an emitter cannot express is a
+// refusal. Every value placed in a shell script is quoted (shell_quote), so names and paths
+// cannot break or inject into it. Each emitter states the framework versions it writes for
+// (versions(), the first is the default, named in every file's header), and each registered
+// emitter has a check against the real framework in tests/e2e/launch_frameworks.sh.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +33,13 @@ struct EmitInput {
   std::vector<std::string> hosts;  // from --nodes-file; empty: node-0 ... node-(N-1)
   // Optional Slurm settings (#SBATCH --partition/--account/--time); empty = not written.
   std::string partition, account, time_limit;
+  std::string version;  // --framework-version; "" = the emitter's default
+};
+
+// A framework release (or pinned commit) an emitter writes for.
+struct FrameworkVersion {
+  const char* name;         // what --framework-version takes
+  const char* description;  // the release or commit, for file headers
 };
 
 // The optional #SBATCH lines for partition, account and time limit (values reduced to the
@@ -36,14 +50,21 @@ struct EmittedFile {
   std::string name;
   std::string content;
   bool executable = false;
+  std::string needs;  // what the user must still provide for this file; "" = nothing
 };
 
 class IEmitter {
  public:
   virtual ~IEmitter() = default;
-  virtual const char* refusal(const EmitInput& in) const = 0;
+  virtual std::span<const FrameworkVersion> versions() const = 0;
+  virtual std::string refusal(const EmitInput& in) const = 0;
+  // Throws InputError when refusal() is not "".
   virtual std::vector<EmittedFile> emit(const EmitInput& in) const = 0;
 };
+
+// The version `in.version` names among `e`'s (its default when empty); throws InputError on
+// --framework-version with the known ones.
+const FrameworkVersion& chosen_version(const IEmitter& e, const EmitInput& in);
 
 const IEmitter* find_emitter(const std::string& name);
 std::vector<std::string> emitter_names();
@@ -51,11 +72,28 @@ std::vector<std::string> emitter_names();
 // POSIX shell quoting: 'text' with embedded quotes as '\''.
 std::string shell_quote(const std::string& s);
 
-// The Megatron-LM argument list for the model and plan (CONVENTIONS.md §1), one element per
-// argv entry. Shared by the Megatron-LM and Megatron-DeepSpeed emitters.
-std::vector<std::string> megatron_model_args(const ModelSpec& m, const Workload& w);
-std::vector<std::string> megatron_parallel_args(const ModelSpec& m, const Workload& w,
-                                                const Plan& p);
+// An argument list (one element per argv entry), or why the framework cannot express it.
+struct ArgList {
+  std::vector<std::string> args;
+  std::string refusal;  // "" = args are complete
+  void add(const std::string& flag) { args.push_back(flag); }
+  template <class T>
+  void add(const std::string& flag, const T& value);
+  void refuse(std::string why) {
+    if (refusal.empty()) refusal = std::move(why);
+  }
+};
+
+// The Megatron-LM argument list for the model and plan (CONVENTIONS.md §1), checked against
+// megatron/training/arguments.py at NVIDIA/Megatron-LM@d98e8a6 (tests/data/framework_flags).
+ArgList megatron_model_args(const ModelSpec& m, const Workload& w);
+ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan& p);
+
+template <class T>
+void ArgList::add(const std::string& flag, const T& value) {
+  args.push_back(flag);
+  args.push_back(fmt::format("{}", value));
+}
 
 // Text safe inside a shell comment (no line breaks or control characters).
 std::string comment_safe(const std::string& s);

@@ -39,37 +39,42 @@ static void counted_range(int layers, int n, int c, int e, int l, int& begin, in
 
 RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
   RankLayers r;
+  auto add = [&](LayerRange c) {
+    const int moe = m.moe_layers_before(c.end) - m.moe_layers_before(c.begin);
+    r.moe += moe;
+    r.dense += c.size() - moe;
+  };
   if (p.split_stages > 0 && p.split_stages < p.pp) {
-    // The two-part split: K stages of A layers, then the rest evenly.
-    const int k = p.split_stages, a = p.split_layers;
-    const int rest = (m.layers - k * a) / (p.pp - k);
-    const int begin = rank < k ? rank * a : k * a + (rank - k) * rest;
-    const int end = begin + (rank < k ? a : rest);
-    r.moe = m.moe_layers_before(end) - m.moe_layers_before(begin);
-    r.dense = (end - begin) - r.moe;
+    add(chunk_layers(m, p, rank));
     return r;
   }
-  const int chunks_total = p.pp * p.vpp;
   const bool counted = p.account_for_embedding || p.account_for_loss;
-  if (!m.moe && !counted && m.layers % chunks_total == 0) {  // the common case: even, dense
+  if (!m.moe && !counted && m.layers % (p.pp * p.vpp) == 0) {  // the common case: even, dense
     r.dense = m.layers / p.pp;
     return r;
   }
-  const int chunks = p.pp * p.vpp;
   // A V-shaped schedule runs its odd chunks back down: rank r holds chunks r and 2p - 1 - r.
   const bool v_shape = v_shaped(p);
-  for (int v = 0; v < p.vpp; ++v) {
-    const int c = v * p.pp + (v_shape && v % 2 == 1 ? p.pp - 1 - rank : rank);
-    int begin = 0, end = 0;
-    if (counted)
-      counted_range(m.layers, chunks, c, p.account_for_embedding ? 1 : 0,
-                    p.account_for_loss ? 1 : 0, begin, end);
-    else
-      chunk_range(m.layers, chunks, c, p.uneven_pp, begin, end);
-    const int moe = m.moe_layers_before(end) - m.moe_layers_before(begin);
-    r.moe += moe;
-    r.dense += (end - begin) - moe;
+  for (int v = 0; v < p.vpp; ++v)
+    add(chunk_layers(m, p, v * p.pp + (v_shape && v % 2 == 1 ? p.pp - 1 - rank : rank)));
+  return r;
+}
+
+LayerRange chunk_layers(const ModelSpec& m, const Plan& p, int chunk) {
+  LayerRange r;
+  if (p.split_stages > 0 && p.split_stages < p.pp) {
+    const int k = p.split_stages, a = p.split_layers;
+    const int rest = (m.layers - k * a) / (p.pp - k);
+    r.begin = chunk < k ? chunk * a : k * a + (chunk - k) * rest;
+    r.end = r.begin + (chunk < k ? a : rest);
+    return r;
   }
+  const int chunks = p.pp * p.vpp;
+  if (p.account_for_embedding || p.account_for_loss)
+    counted_range(m.layers, chunks, chunk, p.account_for_embedding ? 1 : 0,
+                  p.account_for_loss ? 1 : 0, r.begin, r.end);
+  else
+    chunk_range(m.layers, chunks, chunk, p.uneven_pp, r.begin, r.end);
   return r;
 }
 

@@ -18,6 +18,15 @@ struct RankLayers {
 // Layers on pipeline rank `rank` (0-based) over all of its chunks.
 RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank);
 
+// The layers [begin, end) of model chunk `chunk` of pp x vpp, in layer order (chunk v x pp + r
+// is the v-th chunk of rank r; V-shaped schedules place chunks differently, see
+// layers_on_rank). With a two-part split (vpp 1) chunk r is rank r.
+struct LayerRange {
+  int begin = 0, end = 0;
+  int size() const { return end - begin; }
+};
+LayerRange chunk_layers(const ModelSpec& m, const Plan& p, int chunk);
+
 // Of a rank's layers `l`, those its recomputation re-runs: with full recomputation of
 // --recompute-layers k, the first k of each chunk (Megatron's uniform method, dense layers
 // counted first); otherwise all of them.

@@ -6,16 +6,24 @@ bin=$(realpath "$1")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-"$bin" search --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq 4096 --zero 3 \
+"$bin" search --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq 4096 --zero 1 \
   --pp 1 --tp 2 --ep 8 --top 3 --json > plans.json
-for format in megatron deepspeed torchtitan; do
-  "$bin" launch --from plans.json --rank 1 --format "$format" --out "run_$format" > "files_$format.txt"
+for format in megatron deepspeed; do
+  "$bin" launch --from plans.json --rank 1 --format "$format" --out "run_$format" \
+    > "files_$format.txt" 2> "notes_$format.txt"
+  # stdout: the paths; stderr: the release written for and what each file still needs.
+  grep -q "launch files for" "notes_$format.txt" || { echo "FAIL: $format: no version line"; exit 1; }
   [[ -s "files_$format.txt" ]] || { echo "FAIL: $format printed no file names"; exit 1; }
   while read -r f; do
     [[ -f "$f" ]] || { echo "FAIL: $format: $f missing"; exit 1; }
     case "$f" in *.sh|*.sbatch) bash -n "$f" ;; esac
   done < "files_$format.txt"
 done
+# torchtitan has no Mixtral (no registered flavor of this architecture) and no ZeRO-1: refused,
+# exit 2, nothing written.
+rc=0; "$bin" launch --from plans.json --format torchtitan --out run_tt 2> tt.err || rc=$?
+[[ $rc -eq 2 ]] && grep -q "torchtitan cannot run" tt.err && [[ ! -e run_tt ]] ||
+  { echo "FAIL: torchtitan launch of Mixtral ZeRO-1: rc $rc: $(cat tt.err)"; exit 1; }
 # The chosen plan survives the round trip: search's rank-1 TP and EP are in the Megatron args.
 grep -qx -- '--tensor-model-parallel-size' run_megatron/megatron_args.txt
 tp=$(python3 -c 'import json;print(json.load(open("plans.json"))["top"][0]["plan"]["tp"])')

@@ -34,8 +34,11 @@ grep -q '^## Alternatives' report.md || fail "report.md lacks alternatives"
 passed=$((passed + 1))
 
 # The framework whose rules were applied, with the warnings of the recommended plan (issue #14):
-# none for the built-in example's ZeRO-1 plan; Megatron-FSDP for Llama 3 8B's ZeRO-3 one.
-grep -q '^Framework rules applied: megatron; no warnings.$' report.md || fail "report.md: framework"
+# none for a ZeRO-1 plan (the built-in example pinned to ZeRO 0/1); Megatron-FSDP for the
+# unpinned example's ZeRO-2 plan (issue #17: Megatron-FSDP optim_grads) and Llama 3 8B's ZeRO-3.
+grep -q '^Framework rules applied: megatron' report.md || fail "report.md: framework"
+"$bin" report --zero 0,1 --no-alternatives --out zero1.md 2> /dev/null
+grep -q '^Framework rules applied: megatron; no warnings.$' zero1.md || fail "zero1.md: framework"
 grep -q '<p id="framework">Framework rules applied: megatron' report.html ||
   fail "report.html: framework"
 "$bin" report --model llama3-8b --cluster dgx-h100 --gpus 64 --gbs 512 --no-alternatives \

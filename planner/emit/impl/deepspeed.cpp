@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/registry.h"
 #include "planner/emit/i_emitter.h"
 #include "planner/frameworks.h"
@@ -11,18 +12,155 @@
 namespace dtplan {
 namespace {
 
+// The ds_config.json is the same for both; each is loaded by that DeepSpeed release's own
+// DeepSpeedConfig in tests/e2e/deepspeed_config.sh.
+constexpr FrameworkVersion kVersions[] = {
+    {"0.19.8",
+     "DeepSpeed 0.19.8 with deepspeedai/Megatron-DeepSpeed @ "
+     "f4157bea69f3df8c6cb66f2ebcda66ba03d1288e (2024-12-24)"},
+    {"0.16.5",
+     "DeepSpeed 0.16.5 with deepspeedai/Megatron-DeepSpeed @ "
+     "f4157bea69f3df8c6cb66f2ebcda66ba03d1288e (2024-12-24)"},
+};
+
+// Megatron-DeepSpeed's megatron/arguments.py @ f4157be (cited below by line), whose parse_args
+// aborts on an unknown flag (:60). It spells many things differently from Megatron-LM and
+// lacks others; what it lacks is refused, never dropped.
+constexpr const char* kMds = "Megatron-DeepSpeed megatron/arguments.py@f4157be";
+
+ArgList mds_args(const EmitInput& in) {
+  const ModelSpec& m = *in.model;
+  const Plan& p = *in.plan;
+  const Workload& w = *in.work;
+  ArgList a;
+  if (const FrameworkRule* r = refusing_rule(Framework::kDeepSpeed, p, m))
+    a.refuse(fmt::format("{} ({})", r->reason, *r->source ? r->source : "dtplan's reading"));
+  auto lacks = [&](const std::string& what) {
+    a.refuse(fmt::format("Megatron-DeepSpeed has no {} ({} defines no such argument)", what, kMds));
+  };
+  a.add("--num-layers", m.layers);
+  a.add("--hidden-size", m.hidden);
+  a.add("--ffn-hidden-size", m.ffn_hidden);
+  a.add("--num-attention-heads", m.heads);
+  if (m.kv_heads < m.heads) a.add("--num-key-value-heads", m.kv_heads);  // :623
+  if (m.head_dim * m.heads != m.hidden) a.add("--kv-channels", m.head_dim);
+  a.add("--seq-length", w.seq_len);
+  a.add("--max-position-embeddings", m.max_seq);
+  switch (m.position_embedding) {
+    case PositionEmbedding::kRope:
+      // :633-637: rotary on, theta an integer (dest rope_theta); no rope scaling flag.
+      a.add("--use-rotary-position-embeddings");
+      if (m.rope.theta != static_cast<double>(static_cast<int64_t>(m.rope.theta)))
+        a.refuse(fmt::format("{}:635 takes an integer rope theta; the model has {}", kMds,
+                             m.rope.theta));
+      a.add("--rotary-position-embeddings-theta", static_cast<int64_t>(m.rope.theta));
+      if (m.rope.scaling != RopeScaling::kNone)
+        lacks(fmt::format("{} rope scaling", to_string(m.rope.scaling)));
+      break;
+    case PositionEmbedding::kLearned:
+      break;  // the default: a learned absolute table
+    case PositionEmbedding::kNone:
+      a.add("--no-position-embedding");  // :640
+      break;
+    case PositionEmbedding::kAlibi:
+      lacks("ALiBi");
+      break;
+  }
+  if (m.ffn_act == FfnAct::kSwiglu) a.add("--swiglu");
+  a.add("--normalization", m.norm == NormKind::kRmsNorm ? "rmsnorm" : "layernorm");  // :647
+  a.add("--layernorm-epsilon", m.norm_eps);                                          // :652
+  if (!m.tied_embeddings) a.add("--untie-embeddings-and-output-weights");
+  if (!m.linear_bias) a.add("--disable-bias-linear");  // :937
+  if (m.qkv_bias) lacks("Q/K/V-only bias");
+  if (m.qk_norm) lacks("query/key normalisation");
+  if (m.mla) lacks("multi-latent attention");
+  if (m.mtp_layers > 0) lacks("multi-token prediction");
+  // :768-771, both default 0.1.
+  a.add("--attention-dropout", m.attention_dropout);
+  a.add("--hidden-dropout", m.hidden_dropout);
+  if (m.moe) {
+    const MoeSpec& e = *m.moe;
+    // DeepSpeed MoE (deepspeed.moe.layer.MoE): every expert is the layer's FFN
+    // (ffn_hidden_size), MoE on every expert_interval-th layer counting from 1
+    // (megatron/model/transformer.py:1650-1660 @f4157be), a softmax top-k gate.
+    a.add("--num-experts", e.experts);
+    a.add("--topk", e.topk);
+    if (e.dense_layers > 0) lacks("dense leading layers before the MoE layers");
+    a.add("--expert-interval", e.layer_freq);  // default 2 (:614)
+    a.add("--moe-expert-parallel-size", p.ep);
+    if (p.etp > 1) a.add("--enable-expert-tensor-parallelism");  // :1151, experts over TP
+    // dtplan models dropless MoE; DeepSpeed drops over capacity by default (:910).
+    a.add("--disable-moe-token-dropping");
+    if (e.expert_ffn_hidden != m.ffn_hidden)
+      a.refuse(
+          fmt::format("Megatron-DeepSpeed's experts are the dense FFN's width ({}); the "
+                      "model's experts are {} wide",
+                      m.ffn_hidden, e.expert_ffn_hidden));
+    if (e.shared_experts > 0) lacks("shared experts");
+    const RouterSpec& r = e.router;
+    if (r.score != RouterScore::kSoftmax || !r.normalize_topk || r.expert_bias ||
+        r.topk_scaling != 1.0 || r.groups > 1)
+      lacks("router but a softmax top-k gate (sigmoid scores, expert bias, scaling or groups)");
+  }
+  a.add("--tensor-model-parallel-size", p.tp);
+  a.add("--pipeline-model-parallel-size", p.pp);
+  if (p.pp == 1) a.add("--no-pipeline-parallel");  // :954
+  if (p.sp) a.add("--sequence-parallel");
+  if (p.recompute == Recompute::kSelective) a.add("--recompute-granularity", "selective");
+  if (p.recompute == Recompute::kFull) {
+    a.add("--recompute-granularity", "full");
+    a.add("--recompute-method", p.recompute_layers > 0 ? "block" : "uniform");
+    a.add("--recompute-num-layers", p.recompute_layers > 0 ? p.recompute_layers : 1);
+    a.add("--deepspeed-activation-checkpointing");  // :1524
+  }
+  // FlashAttention-2 through the flash-attn package (:930); without it, unfused attention.
+  if (p.flash_attention) a.add("--use-flash-attn-v2");
+  a.add("--micro-batch-size", p.mbs);
+  a.add("--global-batch-size", p.gbs > 0 ? p.gbs : w.global_batch);
+  switch (w.precision) {
+    case Precision::kFp16:
+      a.add("--fp16");
+      break;
+    case Precision::kFp8:
+      // :506-519: FP8 through Transformer Engine's layers.
+      a.add("--bf16");
+      a.add("--transformer-impl", "transformer_engine");
+      a.add("--fp8-hybrid");
+      break;
+    default:
+      a.add("--bf16");
+      break;
+  }
+  if (!p.main_grads_fp32 && w.precision != Precision::kFp16)
+    a.refuse(
+        "the plan reduces gradients in 16 bits; DeepSpeed's bf16 optimizer accumulates "
+        "them in fp32 (ds_config bf16 has no such switch in 0.16.5)");
+  if (p.ep_comm_overlap) lacks("expert-parallel communication overlap");
+  a.add("--deepspeed");
+  a.add("--deepspeed_config", "ds_config.json");
+  a.add("--zero-stage", p.zero);  // :1487
+  return a;
+}
+
 class DeepSpeedEmitter final : public IEmitter {
  public:
-  const char* refusal(const EmitInput& in) const override {
-    return framework_refusal(Framework::kDeepSpeed, *in.plan);
+  std::span<const FrameworkVersion> versions() const override { return kVersions; }
+
+  std::string refusal(const EmitInput& in) const override {
+    chosen_version(*this, in);
+    return mds_args(in).refusal;
   }
 
   std::vector<EmittedFile> emit(const EmitInput& in) const override {
+    const FrameworkVersion& version = chosen_version(*this, in);
     const ModelSpec& m = *in.model;
     const Plan& p = *in.plan;
     const Workload& w = *in.work;
     const int gpn = in.cluster->profile.node.gpus_per_node;
     const int nodes = in.cluster->nodes();
+    ArgList built = mds_args(in);
+    if (!built.refusal.empty()) throw InputError({}, "--format", built.refusal);
+    const std::vector<std::string>& args = built.args;
 
     nlohmann::ordered_json ds;
     const int64_t gbs = p.gbs > 0 ? p.gbs : w.global_batch;
@@ -39,67 +177,20 @@ class DeepSpeedEmitter final : public IEmitter {
     nlohmann::ordered_json z;
     z["stage"] = p.zero;
     z["allgather_partitions"] = true;
-    z["allgather_bucket_size"] = 5e8;
+    z["allgather_bucket_size"] = int64_t{500000000};
     z["reduce_scatter"] = true;
-    z["reduce_bucket_size"] = 5e8;
+    z["reduce_bucket_size"] = int64_t{500000000};
     z["overlap_comm"] = p.overlap_grad_reduce;
     z["contiguous_gradients"] = true;
     if (p.zero == 3) {
-      z["stage3_prefetch_bucket_size"] = 5e7;
-      z["stage3_param_persistence_threshold"] = 1e5;
-      z["stage3_max_live_parameters"] = 1e9;
-      z["stage3_max_reuse_distance"] = 1e9;
+      z["stage3_prefetch_bucket_size"] = int64_t{50000000};
+      z["stage3_param_persistence_threshold"] = int64_t{100000};
+      z["stage3_max_live_parameters"] = int64_t{1000000000};
+      z["stage3_max_reuse_distance"] = int64_t{1000000000};
     }
     ds["zero_optimization"] = z;
     ds["steps_per_print"] = 10;
     ds["wall_clock_breakdown"] = false;
-
-    // Megatron-DeepSpeed spells GQA and MoE its own way (megatron/arguments.py of the fork).
-    std::vector<std::string> args;
-    {
-      const auto lm = megatron_model_args(m, w);
-      for (size_t i = 0; i < lm.size(); ++i) {
-        const std::string& a = lm[i];
-        const bool has_value = i + 1 < lm.size() && lm[i + 1].rfind("--", 0) != 0;
-        if (a == "--group-query-attention" || a == "--moe-token-dispatcher-type" ||
-            a == "--moe-grouped-gemm" || a == "--moe-layer-freq" ||
-            a == "--moe-shared-expert-intermediate-size" || a == "--moe-ffn-hidden-size") {
-          if (has_value && a != "--group-query-attention" && a != "--moe-grouped-gemm") ++i;
-          continue;
-        }
-        if (a == "--num-query-groups")
-          args.push_back("--num-key-value-heads");
-        else if (a == "--moe-router-topk")
-          args.push_back("--topk");
-        else
-          args.push_back(a);
-      }
-    }
-    // Megatron-DeepSpeed spells ZeRO and pipelining its own way; drop Megatron-LM's optimizer,
-    // FSDP and overlap flags, which that fork does not have.
-    const auto par = megatron_parallel_args(m, w, p);
-    for (size_t i = 0; i < par.size(); ++i) {
-      const std::string& a = par[i];
-      if (a == "--expert-model-parallel-size") {
-        args.push_back("--moe-expert-parallel-size");
-        continue;
-      }
-      if (a == "--expert-tensor-parallel-size" || a == "--data-parallel-sharding-strategy") {
-        ++i;  // and its value
-        continue;
-      }
-      if (a == "--use-distributed-optimizer" || a == "--use-megatron-fsdp" ||
-          a == "--overlap-grad-reduce" || a == "--overlap-param-gather")
-        continue;
-      args.push_back(a);
-    }
-    args.push_back("--deepspeed");
-    args.push_back("--deepspeed_config");
-    args.push_back("ds_config.json");
-    args.push_back("--zero-stage");
-    args.push_back(fmt::format("{}", p.zero));
-    if (p.pp == 1) args.push_back("--no-pipeline-parallel");
-    if (p.recompute != Recompute::kNone) args.push_back("--deepspeed-activation-checkpointing");
 
     std::string list;
     for (const auto& a : args) list += a + "\n";
@@ -120,22 +211,40 @@ class DeepSpeedEmitter final : public IEmitter {
                      comment_safe(in.cluster->profile.gpu.name),
                      comment_safe(in.cluster->profile.name));
     s += fmt::format("# Plan: {}\n", comment_safe(p.describe()));
+    s += fmt::format("# For {}\n", version.description);
     s += fmt::format("# Job: {}\n", comment_safe(in.job_name));
     s += "set -euo pipefail\n";
     s += "cd \"$(dirname \"$0\")\"\n";
     s += "MEGATRON_DS_DIR=\"${MEGATRON_DS_DIR:-.}\"\n";
+    // Sequence parallelism requires one CUDA connection (megatron/arguments.py:401-406 @f4157be).
+    if (p.sp) s += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
     s += bash_array("ARGS", args);
+    // Megatron-DeepSpeed has no mock data (megatron/arguments.py@f4157be): data and a tokenizer
+    // are required.
+    s += "DATA_ARGS=(--data-path \"${DATA_PATH:?set DATA_PATH to a Megatron .bin/.idx prefix; "
+         "Megatron-DeepSpeed has no mock data}\" --tokenizer-type HFTokenizer --tokenizer-model "
+         "\"${TOKENIZER_MODEL:?set TOKENIZER_MODEL to a Hugging Face tokenizer name or path}\")\n";
     s += "TRAIN_ARGS=(--train-iters \"${TRAIN_ITERS:-100}\" --lr \"${LR:-1.0e-4}\" --log-interval "
          "1)\n";
+    s += "CKPT_ARGS=()\n";
+    s += "if [[ -n \"${SAVE_DIR:-}\" ]]; then\n"
+         "  CKPT_ARGS=(--save \"$SAVE_DIR\" --load \"$SAVE_DIR\" --save-interval "
+         "\"${SAVE_INTERVAL:-1000}\")\nfi\n";
     s += fmt::format(
         "deepspeed --num_nodes={} --num_gpus={} --hostfile=hostfile \\\n"
-        "  \"$MEGATRON_DS_DIR/pretrain_gpt.py\" \"${{ARGS[@]}}\" \"${{TRAIN_ARGS[@]}}\" \"$@\"\n",
+        "  \"$MEGATRON_DS_DIR/pretrain_gpt.py\" \"${{ARGS[@]}}\" \"${{DATA_ARGS[@]}}\" "
+        "\"${{TRAIN_ARGS[@]}}\" \"${{CKPT_ARGS[@]}}\" \"$@\"\n",
         nodes, gpn);
     return {{"ds_config.json",
-             ds.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", false},
-            {"megatron_deepspeed_args.txt", list, false},
-            {"hostfile", hosts, false},
-            {"train_deepspeed.sh", s, true}};
+             ds.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", false, ""},
+            {"megatron_deepspeed_args.txt", list, false, ""},
+            {"hostfile", hosts, false,
+             in.hosts.empty() ? "the node names (placeholders node-0 ...; or --nodes-file)" : ""},
+            {"train_deepspeed.sh", s, true,
+             fmt::format("MEGATRON_DS_DIR (a Megatron-DeepSpeed checkout at f4157be, with "
+                         "DeepSpeed {} installed), DATA_PATH and TOKENIZER_MODEL (required; a "
+                         "tokenizer of {} tokens), SAVE_DIR for checkpoints, TRAIN_ITERS and LR",
+                         version.name, m.vocab)}};
   }
 };
 

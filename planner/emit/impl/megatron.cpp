@@ -2,6 +2,7 @@
 // sbatch script running one torchrun per node (CONVENTIONS.md §1 and §5).
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/registry.h"
 #include "planner/emit/i_emitter.h"
 #include "planner/frameworks.h"
@@ -9,20 +10,41 @@
 namespace dtplan {
 namespace {
 
+constexpr FrameworkVersion kVersions[] = {
+    {"d98e8a6",
+     "NVIDIA/Megatron-LM main @ d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22, "
+     "Megatron-Core 0.20.0 pre-release)"},
+};
+
+// The whole argument list, or why Megatron-LM cannot run the plan or model.
+ArgList megatron_args(const EmitInput& in) {
+  ArgList a = megatron_model_args(*in.model, *in.work);
+  if (const FrameworkRule* r = refusing_rule(Framework::kMegatron, *in.plan, *in.model))
+    a.refuse(fmt::format("{} ({})", r->reason, *r->source ? r->source : "dtplan's reading"));
+  ArgList par = megatron_parallel_args(*in.model, *in.work, *in.plan);
+  a.args.insert(a.args.end(), par.args.begin(), par.args.end());
+  if (!par.refusal.empty()) a.refuse(par.refusal);
+  return a;
+}
+
 class MegatronEmitter final : public IEmitter {
  public:
-  const char* refusal(const EmitInput& in) const override {
-    return framework_refusal(Framework::kMegatron, *in.plan);
+  std::span<const FrameworkVersion> versions() const override { return kVersions; }
+
+  std::string refusal(const EmitInput& in) const override {
+    chosen_version(*this, in);
+    return megatron_args(in).refusal;
   }
 
   std::vector<EmittedFile> emit(const EmitInput& in) const override {
+    const FrameworkVersion& version = chosen_version(*this, in);
     const ModelSpec& m = *in.model;
     const Plan& p = *in.plan;
     const int gpn = in.cluster->profile.node.gpus_per_node;
     const int nodes = in.cluster->nodes();
-    std::vector<std::string> args = megatron_model_args(m, *in.work);
-    auto par = megatron_parallel_args(m, *in.work, p);
-    args.insert(args.end(), par.begin(), par.end());
+    ArgList built = megatron_args(in);
+    if (!built.refusal.empty()) throw InputError({}, "--format", built.refusal);
+    const std::vector<std::string>& args = built.args;
 
     std::string list;
     for (const auto& a : args) list += a + "\n";
@@ -36,6 +58,7 @@ class MegatronEmitter final : public IEmitter {
                      comment_safe(in.cluster->profile.gpu.name),
                      comment_safe(in.cluster->profile.name));
     s += fmt::format("# Plan: {}\n", comment_safe(p.describe()));
+    s += fmt::format("# For {}\n", version.description);
     s += fmt::format("#SBATCH --job-name={}\n", slurm_name(in.job_name));
     s +=
         fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node={}\n",
@@ -43,8 +66,9 @@ class MegatronEmitter final : public IEmitter {
     s += "#SBATCH --exclusive\n#SBATCH --output=logs/%x-%j.out\n";
     s += slurm_options(in);
     s += "set -euo pipefail\n";
-    // Megatron: one CUDA connection keeps TP/CP communication kernels ordered (not with FSDP).
-    if ((p.tp > 1 || p.cp > 1) && p.zero != 3) s += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+    // Megatron: one CUDA connection keeps TP/CP communication kernels ordered; Megatron-FSDP
+    // asserts it is not 1 (arguments.py:1166 @d98e8a6).
+    if ((p.tp > 1 || p.cp > 1) && p.zero < 2) s += "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
     s += "MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)\n";
     s += "MASTER_PORT=\"${MASTER_PORT:-29500}\"\n";
     s += "MEGATRON_DIR=\"${MEGATRON_DIR:-.}\"\n";
@@ -56,6 +80,11 @@ class MegatronEmitter final : public IEmitter {
          "else\n  DATA_ARGS=(--mock-data --tokenizer-type NullTokenizer)\nfi\n";
     s += "TRAIN_ARGS=(--train-iters \"${TRAIN_ITERS:-100}\" --lr \"${LR:-1.0e-4}\" "
          "--log-interval 1 --log-throughput)\n";
+    s += "# Checkpoints: set SAVE_DIR to write them (--save, every SAVE_INTERVAL iterations).\n";
+    s += "CKPT_ARGS=()\n";
+    s += "if [[ -n \"${SAVE_DIR:-}\" ]]; then\n"
+         "  CKPT_ARGS=(--save \"$SAVE_DIR\" --load \"$SAVE_DIR\" --save-interval "
+         "\"${SAVE_INTERVAL:-1000}\")\nfi\n";
     s += bash_array("LOG_ARGS", {"--tensorboard-dir", "tensorboard/" + in.job_name});
     s += "mkdir -p logs\n";
     s += "# The single quotes are deliberate: the variables expand on each node, not here.\n";
@@ -65,9 +94,12 @@ class MegatronEmitter final : public IEmitter {
         "--master-port \"$1\" \"$2/pretrain_gpt.py\" \"${{@:3}}\"' \\\n"
         "  \"$MASTER_ADDR\" \"$MASTER_PORT\" \"$MEGATRON_DIR\" \"${{ARGS[@]}}\" "
         "\"${{DATA_ARGS[@]}}\" "
-        "\"${{TRAIN_ARGS[@]}}\" \"${{LOG_ARGS[@]}}\"\n",
+        "\"${{TRAIN_ARGS[@]}}\" \"${{CKPT_ARGS[@]}}\" \"${{LOG_ARGS[@]}}\"\n",
         gpn);
-    return {{"megatron_args.txt", list, false}, {"train_megatron.sbatch", s, true}};
+    return {{"megatron_args.txt", list, false, ""},
+            {"train_megatron.sbatch", s, true,
+             "MEGATRON_DIR (a Megatron-LM checkout at d98e8a6), DATA_PATH and TOKENIZER_MODEL "
+             "(else Megatron's mock data), SAVE_DIR for checkpoints, TRAIN_ITERS and LR"}};
   }
 };
 

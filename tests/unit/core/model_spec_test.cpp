@@ -45,6 +45,7 @@ const Published kPublished[] = {
     {"deepseek-v3", 671.0, 37.0, 0.5, "DeepSeek-V3 technical report (arXiv 2412.19437)"},
     {"nemotron4-340b", 341.0, 0, 0.5, "Nemotron-4 340B technical report (arXiv 2406.11704)"},
     {"qwen3-235b-a22b", 235.0, 22.0, 0.5, "Qwen3 technical report (arXiv 2505.09388) Table 2"},
+    {"qwen2.5-72b", 72.7, 0, 0.05, "Qwen2.5-72B model card (72.7B)"},
     {"bloom-176b", 176.2, 0, 0.05, "BigScience BLOOM paper (arXiv 2211.05100): 176,247M"},
 };
 

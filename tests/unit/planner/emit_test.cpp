@@ -2,6 +2,7 @@
 // (bash -n, shellcheck, a hostile name), and each refusal rule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <sstream>
 
 #include "core/catalog.h"
+#include "core/error.h"
 #include "planner/emit/i_emitter.h"
 #include "planner/frameworks.h"
 
@@ -27,6 +29,7 @@ struct LaunchCase {
   Plan plan;
   int64_t seq;
   std::vector<const char*> formats;  // the formats that can express it
+  Precision precision = Precision::kBf16;
 };
 
 Plan make_plan(int tp, int pp, int cp, int dp, int ep, int vpp, int zero, Recompute rc, int mbs,
@@ -47,10 +50,16 @@ Plan make_plan(int tp, int pp, int cp, int dp, int ep, int vpp, int zero, Recomp
   return p;
 }
 
+Plan uneven(Plan p) {
+  p.uneven_pp = true;
+  return p;
+}
+
+// The golden launch set (issue #17): each case in every format that can express it; the
+// others must refuse it naming the rule and its source (GoldenRefusalsNameTheirSource).
 std::vector<LaunchCase> cases() {
   return {
-      // Issue #6: GPT-3 175B on 256 A100, TP8 PP8 DP4, interleaved, selective, distributed
-      // optimizer.
+      // Issue #6: GPT-3 175B on 256 A100, TP8 PP8 DP4 VPP3, interleaved, SP, selective, ZeRO-1.
       {"gpt3-175b_256xa100",
        "gpt3-175b",
        "dgx-a100-80g",
@@ -58,22 +67,82 @@ std::vector<LaunchCase> cases() {
        make_plan(8, 8, 1, 4, 1, 3, 1, Recompute::kSelective, 1, 1536, "interleaved"),
        2048,
        {"megatron"}},
-      // Llama 3.1 405B on 1024 H100 with context parallelism, fully sharded.
+      // Llama 3.1 405B on 1024 H100 with context parallelism 2, fully sharded.
       {"llama3.1-405b_1024xh100_cp",
        "llama3.1-405b",
        "dgx-h100",
        1024,
-       make_plan(8, 2, 4, 16, 1, 1, 3, Recompute::kFull, 1, 512, "1f1b"),
+       make_plan(8, 2, 2, 32, 1, 1, 3, Recompute::kFull, 1, 512, "1f1b"),
        8192,
        {"megatron", "torchtitan"}},
-      // Mixtral 8x7B with expert parallelism.
+      // 126 layers on 16 stages: 7 on the first and last, 8 on the others; FP8.
+      {"llama3.1-405b_1024xh100_uneven",
+       "llama3.1-405b",
+       "dgx-h100",
+       1024,
+       uneven(make_plan(8, 16, 2, 4, 1, 1, 3, Recompute::kFull, 1, 512, "1f1b")),
+       8192,
+       {"megatron", "torchtitan"},
+       Precision::kFp8},
+      // The same on 32 virtual stages: 3 layers on the first and last chunk, 4 on the others
+      // (Megatron: --pipeline-model-parallel-layout, not --decoder-first-pipeline-num-layers).
+      {"llama3.1-405b_1024xh100_uneven_vpp",
+       "llama3.1-405b",
+       "dgx-h100",
+       1024,
+       uneven(make_plan(8, 16, 2, 4, 1, 2, 3, Recompute::kFull, 1, 512, "interleaved")),
+       8192,
+       {"megatron", "torchtitan"}},
+      // Llama 3 70B FP8 with the distributed optimizer.
+      {"llama3-70b_64xh100_fp8",
+       "llama3-70b",
+       "dgx-h100",
+       64,
+       make_plan(8, 2, 1, 4, 1, 1, 1, Recompute::kSelective, 1, 512, "1f1b"),
+       8192,
+       {"megatron", "deepspeed"},
+       Precision::kFp8},
+      // Mixtral 8x7B with expert parallelism, fully sharded (Megatron-FSDP).
       {"mixtral-8x7b_64xh100_ep",
        "mixtral-8x7b",
        "dgx-h100",
        64,
        make_plan(2, 1, 1, 32, 8, 1, 3, Recompute::kFull, 1, 256, "1f1b"),
        4096,
-       {"megatron", "deepspeed", "torchtitan"}},
+       {"megatron"}},
+      // Mixtral 8x7B with expert parallelism and ZeRO-1.
+      {"mixtral-8x7b_64xh100_ep_zero1",
+       "mixtral-8x7b",
+       "dgx-h100",
+       64,
+       make_plan(2, 1, 1, 32, 8, 1, 1, Recompute::kFull, 1, 256, "1f1b"),
+       4096,
+       {"megatron", "deepspeed"}},
+      // DeepSeek-V3: MLA, MTP on the last stage, EP64, the sigmoid group-limited router;
+      // 61 layers on 16 stages (2 first, 3 last).
+      {"deepseek-v3_1024xh100",
+       "deepseek-v3",
+       "dgx-h100",
+       1024,
+       uneven(make_plan(1, 16, 1, 64, 64, 1, 1, Recompute::kFull, 1, 4096, "1f1b")),
+       4096,
+       {"megatron"}},
+      // Qwen2.5-72B: Q/K/V biases.
+      {"qwen2.5-72b_64xh100",
+       "qwen2.5-72b",
+       "dgx-h100",
+       64,
+       make_plan(8, 2, 1, 4, 1, 1, 1, Recompute::kSelective, 1, 512, "1f1b"),
+       8192,
+       {"megatron"}},
+      // Qwen3-235B-A22B: q/k norms, 128 experts; 94 layers on 4 stages (23 first and last).
+      {"qwen3-235b-a22b_256xh100",
+       "qwen3-235b-a22b",
+       "dgx-h100",
+       256,
+       uneven(make_plan(4, 4, 1, 16, 8, 1, 1, Recompute::kFull, 1, 1024, "1f1b")),
+       4096,
+       {"megatron"}},
   };
 }
 
@@ -90,6 +159,7 @@ Emitted emit_case(const LaunchCase& c, const std::string& format,
   Emitted e{load_model(c.model), load_cluster(c.profile, c.gpus), {}, c.plan, {}};
   e.work.seq_len = c.seq;
   e.work.global_batch = c.plan.gbs;
+  e.work.precision = c.precision;
   EmitInput in;
   in.model = &e.model;
   in.cluster = &e.cluster;
@@ -99,8 +169,9 @@ Emitted emit_case(const LaunchCase& c, const std::string& format,
   const IEmitter* em = find_emitter(format);
   EXPECT_NE(em, nullptr) << format;
   if (!em) return e;
-  const char* why = em->refusal(in);
-  EXPECT_EQ(why, nullptr) << format << ": " << (why ? why : "");
+  const std::string why = em->refusal(in);
+  EXPECT_EQ(why, "") << c.id << " " << format;
+  if (!why.empty()) return e;
   e.files = em->emit(in);
   return e;
 }
@@ -198,8 +269,12 @@ TEST(Emitters, MegatronArgumentsRoundTrip) {
     if (p.cp > 1) {
       EXPECT_EQ(a["--context-parallel-size"], std::to_string(p.cp));
     }
-    if (p.vpp > 1) {
+    if (p.vpp > 1 && !p.uneven_pp) {
       EXPECT_EQ(a["--num-virtual-stages-per-pipeline-rank"], std::to_string(p.vpp));
+    }
+    if (p.vpp > 1 && p.uneven_pp) {  // the layout says the virtual stages (pp x vpp segments)
+      const std::string layout = a["--pipeline-model-parallel-layout"];
+      EXPECT_EQ(std::count(layout.begin(), layout.end(), '|'), p.pp * p.vpp - 1) << c.id;
     }
     EXPECT_EQ(a.count("--sequence-parallel"), p.sp ? 1u : 0u);
     EXPECT_EQ(a.count("--use-distributed-optimizer"), p.zero == 1 ? 1u : 0u);
@@ -216,8 +291,18 @@ TEST(Emitters, MegatronArgumentsRoundTrip) {
   }
 }
 
+const LaunchCase& case_named(const std::string& id) {
+  static const std::vector<LaunchCase> all = cases();
+  for (const auto& c : all)
+    if (c.id == id) return c;
+  throw std::runtime_error("no case " + id);
+}
+
+// Megatron-DeepSpeed's spelling (megatron/arguments.py@f4157be, tests/data/framework_flags/
+// megatron-deepspeed.json): rotary as --use-rotary-position-embeddings with its theta,
+// lower-case normalisation, MoE on every layer (--expert-interval 1, default 2), dropless.
 TEST(Emitters, DeepSpeedConfigRoundTrip) {
-  const auto c = cases()[2];
+  const LaunchCase& c = case_named("mixtral-8x7b_64xh100_ep_zero1");
   Emitted e = emit_case(c, "deepspeed");
   auto j = nlohmann::json::parse(file(e, "ds_config.json")->content);
   EXPECT_EQ(j["train_batch_size"], c.plan.gbs);
@@ -226,19 +311,25 @@ TEST(Emitters, DeepSpeedConfigRoundTrip) {
   EXPECT_EQ(j["zero_optimization"]["stage"], c.plan.zero);
   EXPECT_EQ(j["bf16"]["enabled"], true);
   auto a = args_map(file(e, "megatron_deepspeed_args.txt")->content);
-  EXPECT_EQ(a["--zero-stage"], "3");
+  EXPECT_EQ(a["--zero-stage"], "1");
   EXPECT_EQ(a["--moe-expert-parallel-size"], "8");
   EXPECT_EQ(a["--num-experts"], "8");
   EXPECT_EQ(a["--topk"], "2");
+  EXPECT_EQ(a["--expert-interval"], "1");
+  EXPECT_EQ(a.count("--disable-moe-token-dropping"), 1u);
   EXPECT_EQ(a["--num-key-value-heads"], "8");
   EXPECT_EQ(a.count("--no-pipeline-parallel"), 1u);
-  // Model values (Megatron-DeepSpeed spelling).
+  EXPECT_EQ(a.count("--use-rotary-position-embeddings"), 1u);
+  EXPECT_EQ(a["--rotary-position-embeddings-theta"], "1000000");
+  EXPECT_EQ(a["--normalization"], "rmsnorm");
+  EXPECT_EQ(a["--attention-dropout"], "0");
+  EXPECT_EQ(a.count("--position-embedding-type"), 0u);
+  // Model values.
   const ModelSpec& m = e.model;
   EXPECT_EQ(a["--num-layers"], std::to_string(m.layers));
   EXPECT_EQ(a["--hidden-size"], std::to_string(m.hidden));
   EXPECT_EQ(a["--ffn-hidden-size"], std::to_string(m.ffn_hidden));
   EXPECT_EQ(a["--num-attention-heads"], std::to_string(m.heads));
-  EXPECT_EQ(a["--vocab-size"], std::to_string(m.vocab));
   EXPECT_EQ(a["--max-position-embeddings"], std::to_string(m.max_seq));
   EXPECT_EQ(a["--seq-length"], std::to_string(e.work.seq_len));
   EXPECT_EQ(a["--tensor-model-parallel-size"], std::to_string(c.plan.tp));
@@ -246,10 +337,17 @@ TEST(Emitters, DeepSpeedConfigRoundTrip) {
   EXPECT_EQ(a["--global-batch-size"], std::to_string(c.plan.gbs));
   EXPECT_EQ(a.count("--swiglu"), 1u);
   EXPECT_EQ(file(e, "hostfile")->content.substr(0, 15), "node-0 slots=8\n");
+  // Sequence parallelism needs one CUDA connection (megatron/arguments.py:401-406@f4157be).
+  EXPECT_NE(file(e, "train_deepspeed.sh")->content.find("export CUDA_DEVICE_MAX_CONNECTIONS=1"),
+            std::string::npos);
 }
 
 TEST(Emitters, TorchtitanTomlRoundTrip) {
-  for (const auto& c : {cases()[1], cases()[2]}) {
+  for (const auto& c : cases()) {
+    if (std::find_if(c.formats.begin(), c.formats.end(), [](const char* f) {
+          return std::string(f) == "torchtitan";
+        }) == c.formats.end())
+      continue;
     Emitted e = emit_case(c, "torchtitan");
     std::map<std::string, std::string> kv;
     std::istringstream in(file(e, "torchtitan.toml")->content);
@@ -261,9 +359,11 @@ TEST(Emitters, TorchtitanTomlRoundTrip) {
         continue;
       }
       const auto eq = line.find(" = ");
-      kv[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+      if (eq != std::string::npos) kv[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
     }
     const Plan& p = e.plan;
+    EXPECT_EQ(kv["model.name"], "\"llama3\"") << c.id;
+    EXPECT_EQ(kv["model.flavor"], "\"405B\"") << c.id;
     EXPECT_EQ(kv["parallelism.tensor_parallel_degree"], std::to_string(p.tp)) << c.id;
     EXPECT_EQ(kv["parallelism.pipeline_parallel_degree"], std::to_string(p.pp));
     EXPECT_EQ(kv["parallelism.context_parallel_degree"], std::to_string(p.cp));
@@ -272,7 +372,59 @@ TEST(Emitters, TorchtitanTomlRoundTrip) {
     EXPECT_EQ(kv["training.global_batch_size"], std::to_string(p.gbs));
     EXPECT_EQ(kv["training.seq_len"], std::to_string(e.work.seq_len));
     EXPECT_EQ(kv["activation_checkpoint.mode"], "\"" + std::string(to_string(p.recompute)) + "\"");
+    EXPECT_EQ(kv.count("parallelism.pipeline_parallel_layers_per_stage"), 0u);
+    if (c.precision == Precision::kFp8) {
+      EXPECT_EQ(kv["model.converters"], "[\"quantize.linear.float8\"]") << c.id;
+    }
   }
+}
+
+// torchtitan's stages by module name (module_fqns_per_model_part): the embedding first, the
+// norm and head last, each stage's layers as dtplan splits them; the 126-layer model on 32
+// virtual stages gives 3, 4 x 30, 3 (torchtitan's own layers_per_stage would give 9 stages for
+// the issue's 80 layers on PP4 x VPP2 and a ValueError).
+TEST(Emitters, TorchtitanStagesByModuleName) {
+  Emitted e = emit_case(case_named("llama3.1-405b_1024xh100_uneven_vpp"), "torchtitan");
+  const std::string& t = file(e, "torchtitan.toml")->content;
+  EXPECT_NE(t.find("  [\"tok_embeddings\", \"layers.0\", \"layers.1\", \"layers.2\"],\n  "
+                   "[\"layers.3\", \"layers.4\", \"layers.5\", \"layers.6\"],"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("  [\"layers.123\", \"layers.124\", \"layers.125\", \"norm\", \"output\"],\n]"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("pipeline_parallel_schedule = \"Interleaved1F1B\""), std::string::npos);
+}
+
+// torchtitan main takes a Python config module (--module/--config) instead of TOML
+// (torchtitan/config/manager.py:48@b5bcd76); tokens instead of batch sizes (configs.py:37-51).
+TEST(Emitters, TorchtitanMainWritesAPythonConfig) {
+  const LaunchCase& c = case_named("llama3.1-405b_1024xh100_uneven");
+  Emitted e{load_model(c.model), load_cluster(c.profile, c.gpus), {}, c.plan, {}};
+  e.work.seq_len = c.seq;
+  e.work.global_batch = c.plan.gbs;
+  e.work.precision = c.precision;
+  EmitInput in;
+  in.model = &e.model;
+  in.cluster = &e.cluster;
+  in.work = &e.work;
+  in.plan = &e.plan;
+  in.version = "main";
+  const IEmitter* em = find_emitter("torchtitan");
+  ASSERT_EQ(em->refusal(in), "");
+  const auto files = em->emit(in);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].name, "dtplan_job.py");
+  const std::string& py = files[0].content;
+  EXPECT_NE(py.find("def dtplan_job() -> Trainer.Config:"), std::string::npos) << py;
+  EXPECT_NE(py.find("model_registry(\"405B\", converters=[Float8LinearConverter"),
+            std::string::npos);
+  EXPECT_NE(py.find("num_tokens_per_train_step=" + std::to_string(c.plan.gbs * c.seq)),
+            std::string::npos);
+  EXPECT_NE(py.find("\"lm_head\"]"), std::string::npos);
+  EXPECT_NE(files[1].content.find("--module dtplan_job --config dtplan_job"), std::string::npos);
+  in.version = "0.1.0";
+  EXPECT_THROW(em->refusal(in), InputError);  // not a version this emitter writes for
 }
 
 TEST(Emitters, ScriptsPassBashAndShellcheck) {
@@ -328,7 +480,8 @@ TEST(Emitters, ArgsInScriptEqualArgsFile) {
 }
 
 TEST(Emitters, RefusalRules) {
-  auto refused = [](Framework f, Plan p) { return framework_refusal(f, p) != nullptr; };
+  const ModelSpec dense = load_model("llama3-8b");
+  auto refused = [&](Framework f, Plan p) { return framework_refusal(f, p, dense) != nullptr; };
   Plan p = make_plan(8, 4, 1, 8, 1, 1, 2, Recompute::kNone, 1, 512, "1f1b");
   EXPECT_TRUE(refused(Framework::kDeepSpeed, p));  // ZeRO-2 with PP > 1
   p.zero = 3;
@@ -349,7 +502,31 @@ TEST(Emitters, RefusalRules) {
   EXPECT_TRUE(refused(Framework::kMegatron, p));  // a schedule Megatron-LM lacks
   p.schedule = "1f1b";
   p.zero = 2;
-  EXPECT_TRUE(refused(Framework::kMegatron, p));  // ZeRO-2
+  EXPECT_FALSE(refused(Framework::kMegatron, p));  // ZeRO-2: Megatron-FSDP optim_grads
+}
+
+// ZeRO-2 and ZeRO-3 under Megatron-LM are Megatron-FSDP with its sharding strategy and the
+// checkpoint format it asserts (megatron/training/arguments.py:1169, :3190 @d98e8a6), without
+// CUDA_DEVICE_MAX_CONNECTIONS=1, which it refuses (:1166).
+TEST(Emitters, MegatronFsdpStrategies) {
+  for (int zero : {2, 3}) {
+    LaunchCase c{"llama3-8b_64xh100_fsdp",
+                 "llama3-8b",
+                 "dgx-h100",
+                 64,
+                 make_plan(8, 1, 1, 8, 1, 1, zero, Recompute::kNone, 1, 512, "1f1b"),
+                 8192,
+                 {"megatron"}};
+    Emitted e = emit_case(c, "megatron");
+    auto a = args_map(file(e, "megatron_args.txt")->content);
+    EXPECT_EQ(a.count("--use-megatron-fsdp"), 1u);
+    EXPECT_EQ(a["--data-parallel-sharding-strategy"],
+              zero == 3 ? "optim_grads_params" : "optim_grads");
+    EXPECT_EQ(a["--ckpt-format"], "fsdp_dtensor");
+    EXPECT_EQ(a.count("--use-distributed-optimizer"), 0u);
+    EXPECT_EQ(file(e, "train_megatron.sbatch")->content.find("CUDA_DEVICE_MAX_CONNECTIONS"),
+              std::string::npos);
+  }
 }
 
 }  // namespace
@@ -407,6 +584,84 @@ TEST(Emitters, MegatronGetsTheTwoPartSplitAsALayout) {
   EXPECT_EQ(a.find("--decoder-first-pipeline-num-layers"), std::string::npos);
   EXPECT_EQ(a.find("--num-virtual-stages-per-pipeline-rank"), std::string::npos);
   EXPECT_NE(a.find("--num-layers\n32\n"), std::string::npos) << a;
+}
+
+}  // namespace
+}  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// Every format a golden case is not written in refuses it, naming the rule and the framework
+// code it comes from (a file@commit or file:line@version).
+TEST(Emitters, GoldenRefusalsNameTheirSource) {
+  int refusals = 0;
+  for (const auto& c : cases())
+    for (const std::string& format : emitter_names()) {
+      if (std::find(c.formats.begin(), c.formats.end(), format) != c.formats.end()) continue;
+      ModelSpec m = load_model(c.model);
+      Cluster cl = load_cluster(c.profile, c.gpus);
+      Workload w;
+      w.seq_len = c.seq;
+      w.global_batch = c.plan.gbs;
+      w.precision = c.precision;
+      EmitInput in;
+      in.model = &m;
+      in.cluster = &cl;
+      in.work = &w;
+      in.plan = &c.plan;
+      const std::string why = find_emitter(format)->refusal(in);
+      EXPECT_NE(why, "") << c.id << " " << format << " is not in the golden set but emits";
+      EXPECT_NE(why.find('@'), std::string::npos) << c.id << " " << format << ": " << why;
+      ++refusals;
+    }
+  EXPECT_GE(refusals, 15);
+}
+
+// Architecture facts reach Megatron-LM (flags per megatron/training/arguments.py and
+// transformer_config.py @d98e8a6; values from each model's HF config.json).
+TEST(Emitters, MegatronModelFields) {
+  auto args = [](const char* id) {
+    return args_map(file(emit_case(case_named(id), "megatron"), "megatron_args.txt")->content);
+  };
+  auto l = args("llama3.1-405b_1024xh100_cp");
+  EXPECT_EQ(l["--position-embedding-type"], "rope");
+  EXPECT_EQ(l["--rotary-base"], "500000");
+  EXPECT_EQ(l.count("--use-rope-scaling"), 1u);
+  EXPECT_EQ(l["--rope-scaling-factor"], "8");
+  EXPECT_EQ(l["--norm-epsilon"], "1e-05");
+  EXPECT_EQ(l["--attention-dropout"], "0");
+  EXPECT_EQ(l["--hidden-dropout"], "0");
+  EXPECT_EQ(l["--ckpt-format"], "fsdp_dtensor");
+  auto q2 = args("qwen2.5-72b_64xh100");
+  EXPECT_EQ(q2.count("--add-qkv-bias"), 1u);
+  EXPECT_EQ(q2.count("--qk-layernorm"), 0u);
+  EXPECT_EQ(q2["--rotary-base"], "1000000");
+  auto q3 = args("qwen3-235b-a22b_256xh100");
+  EXPECT_EQ(q3.count("--qk-layernorm"), 1u);
+  EXPECT_EQ(q3["--norm-epsilon"], "1e-06");
+  EXPECT_EQ(q3.count("--moe-router-pre-softmax"), 0u);  // renormalised top-k: the default
+  auto d = args("deepseek-v3_1024xh100");
+  EXPECT_EQ(d["--moe-router-score-function"], "sigmoid");
+  EXPECT_EQ(d.count("--moe-router-enable-expert-bias"), 1u);
+  EXPECT_EQ(d["--moe-router-topk-scaling-factor"], "2.5");
+  EXPECT_EQ(d["--moe-router-num-groups"], "8");
+  EXPECT_EQ(d["--moe-router-group-topk"], "4");
+  EXPECT_EQ(d["--rope-type"], "yarn");
+  EXPECT_EQ(d["--rotary-scaling-factor"], "40");
+  EXPECT_EQ(d["--mtp-num-layers"], "1");
+  // 61 layers on 16 stages with virtual stages 1: first/last counts, not a layout.
+  EXPECT_EQ(d["--decoder-first-pipeline-num-layers"], "2");
+  EXPECT_EQ(d["--decoder-last-pipeline-num-layers"], "3");
+  // Uneven with virtual stages: the layout, without --num-virtual-stages-per-pipeline-rank
+  // (arguments.py:928-939) or first/last counts (transformer_config.py:2305-2317 @d98e8a6).
+  auto v = args("llama3.1-405b_1024xh100_uneven_vpp");
+  EXPECT_EQ(v.count("--num-virtual-stages-per-pipeline-rank"), 0u);
+  EXPECT_EQ(v.count("--decoder-first-pipeline-num-layers"), 0u);
+  std::string layout = "Ettt";
+  for (int c = 1; c < 31; ++c) layout += "|tttt";
+  layout += "|tttL";
+  EXPECT_EQ(v["--pipeline-model-parallel-layout"], layout);
 }
 
 }  // namespace

@@ -28,14 +28,20 @@ Plan plan(int tp, int pp, int dp, int zero, const char* schedule) {
   return p;
 }
 
+// A dense model: the rules that look at the model (MoE) do not apply.
+const ModelSpec& dense() {
+  static const ModelSpec m = load_model("llama3-8b");
+  return m;
+}
+
 std::vector<std::string> codes(Framework f, const Plan& p) {
   std::vector<std::string> c;
-  for (const auto& w : framework_warnings(f, p)) c.push_back(w.code);
+  for (const auto& w : framework_warnings(f, p, dense())) c.push_back(w.code);
   return c;
 }
 
 std::string message(Framework f, const Plan& p, const std::string& code) {
-  for (const auto& w : framework_warnings(f, p))
+  for (const auto& w : framework_warnings(f, p, dense()))
     if (w.code == code) return w.message;
   return "";
 }
@@ -88,18 +94,19 @@ TEST(Frameworks, RuleTable) {
     }
   }
   const Plan p = plan(8, 4, 8, 3, "interleaved");  // DeepSpeed: ZeRO-3 with PP, and a schedule
-  const FrameworkRule* r = refusing_rule(Framework::kDeepSpeed, p);
+  const FrameworkRule* r = refusing_rule(Framework::kDeepSpeed, p, dense());
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r, &framework_rules(Framework::kDeepSpeed)[0]);
-  EXPECT_STREQ(framework_refusal(Framework::kDeepSpeed, p), r->reason);
-  EXPECT_EQ(framework_refusal(Framework::kMegatron, p), nullptr);
+  EXPECT_STREQ(framework_refusal(Framework::kDeepSpeed, p, dense()), r->reason);
+  EXPECT_EQ(framework_refusal(Framework::kMegatron, p, dense()), nullptr);
 }
 
 // Expectation: a plain Megatron plan (distributed optimizer, 1F1B, PP 8) earns no warning.
 TEST(FrameworkWarnings, NoneForADefaultMegatronPlan) {
-  EXPECT_TRUE(framework_warnings(Framework::kMegatron, plan(8, 8, 4, 1, "1f1b")).empty());
-  EXPECT_TRUE(framework_warnings(Framework::kMegatron, plan(8, 1, 32, 0, "1f1b")).empty());
-  EXPECT_TRUE(framework_warnings(Framework::kTorchtitan, plan(8, 4, 8, 3, "1f1b")).empty());
+  EXPECT_TRUE(framework_warnings(Framework::kMegatron, plan(8, 8, 4, 1, "1f1b"), dense()).empty());
+  EXPECT_TRUE(framework_warnings(Framework::kMegatron, plan(8, 1, 32, 0, "1f1b"), dense()).empty());
+  EXPECT_TRUE(
+      framework_warnings(Framework::kTorchtitan, plan(8, 4, 8, 3, "1f1b"), dense()).empty());
 }
 
 // Expectation: ZeRO-3 under Megatron needs Megatron-FSDP; with PP also version 1 of it (the
@@ -116,14 +123,15 @@ TEST(FrameworkWarnings, Zero3UnderMegatron) {
 }
 
 // Expectation: a plan the framework refuses earns "framework-cannot-run" with the rule and the
-// frameworks that can run it (ZeRO-2 with PP 1: DeepSpeed, not torchtitan's FSDP2).
+// frameworks that can run it (ZeRO-2 with PP 1 under torchtitan: Megatron-FSDP's optim_grads
+// and DeepSpeed can, not torchtitan's FSDP2).
 TEST(FrameworkWarnings, CannotRunNamesTheRuleAndWhoCan) {
   const Plan z2 = plan(8, 1, 32, 2, "1f1b");
-  EXPECT_EQ(codes(Framework::kMegatron, z2), (std::vector<std::string>{"framework-cannot-run"}));
-  const std::string m = message(Framework::kMegatron, z2, "framework-cannot-run");
-  EXPECT_NE(m.find("megatron cannot run this plan"), std::string::npos) << m;
-  EXPECT_NE(m.find(framework_refusal(Framework::kMegatron, z2)), std::string::npos) << m;
-  EXPECT_NE(m.find("deepspeed can (--framework deepspeed)"), std::string::npos) << m;
+  EXPECT_EQ(codes(Framework::kTorchtitan, z2), (std::vector<std::string>{"framework-cannot-run"}));
+  const std::string m = message(Framework::kTorchtitan, z2, "framework-cannot-run");
+  EXPECT_NE(m.find("torchtitan cannot run this plan"), std::string::npos) << m;
+  EXPECT_NE(m.find(framework_refusal(Framework::kTorchtitan, z2, dense())), std::string::npos) << m;
+  EXPECT_NE(m.find("megatron, deepspeed can (--framework megatron)"), std::string::npos) << m;
 
   // GPipe: Megatron lacks it, torchtitan has it (ZeRO-0, no expert TP).
   const std::string g =
@@ -151,13 +159,13 @@ TEST(Frameworks, TorchtitanSchedules) {
   for (const auto& s : schedule_names()) {
     const Plan p = plan(8, 4, 8, 3, s.c_str());
     EXPECT_EQ(torchtitan_schedule_name(s) == nullptr,
-              framework_refusal(Framework::kTorchtitan, p) != nullptr)
+              framework_refusal(Framework::kTorchtitan, p, dense()) != nullptr)
         << s;
   }
 }
 
-// Expectation: the torchtitan emitter refuses a schedule it has no name for, with the known
-// ones, instead of writing 1F1B (a plan that bypassed refusal()).
+// Expectation: the torchtitan emitter refuses a schedule it has no name for, naming the rule,
+// instead of writing 1F1B (a plan that bypassed refusal()).
 TEST(Frameworks, TorchtitanEmitterRefusesAnUnknownSchedule) {
   const ModelSpec m = load_model("llama3-8b");
   const Cluster c = load_cluster("dgx-h100", 64);
@@ -173,16 +181,41 @@ TEST(Frameworks, TorchtitanEmitterRefusesAnUnknownSchedule) {
   in.job_name = "dtplan";
   const IEmitter* em = find_emitter("torchtitan");
   ASSERT_NE(em, nullptr);
-  EXPECT_NE(em->refusal(in), nullptr);
+  EXPECT_NE(em->refusal(in), "");
   try {
     em->emit(in);
     FAIL() << "no error";
   } catch (const InputError& e) {
-    EXPECT_EQ(e.field(), "--schedule");
-    EXPECT_NE(std::string(e.reason()).find("'zb-h1'; known: 1f1b, interleaved, gpipe, zb-v"),
+    EXPECT_EQ(e.field(), "--format");
+    EXPECT_NE(std::string(e.reason()).find("torchtitan runs 1F1B, interleaved, GPipe and ZB-V"),
               std::string::npos)
         << e.reason();
   }
+}
+
+}  // namespace
+}  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// Expectation: the rules that depend on the model. Megatron-LM raises for MoE + TP without SP
+// (megatron/core/transformer/moe/moe_layer.py:636 @d98e8a6); DeepSpeed asserts "MoE not
+// supported with Stage 3"; a dense model with the same plans passes both.
+TEST(Frameworks, MoeRules) {
+  const ModelSpec moe = load_model("mixtral-8x7b");
+  Plan p = plan(2, 1, 32, 1, "1f1b");
+  p.ep = 8;
+  EXPECT_NE(framework_refusal(Framework::kMegatron, p, moe), nullptr);
+  EXPECT_EQ(framework_refusal(Framework::kMegatron, p, dense()), nullptr);
+  p.sp = true;
+  EXPECT_EQ(framework_refusal(Framework::kMegatron, p, moe), nullptr);
+  p.zero = 3;
+  const char* ds = framework_refusal(Framework::kDeepSpeed, p, moe);
+  ASSERT_NE(ds, nullptr);
+  EXPECT_NE(std::string(ds).find("MoE with ZeRO-3"), std::string::npos) << ds;
+  EXPECT_EQ(framework_refusal(Framework::kDeepSpeed, p, dense()), nullptr);
+  EXPECT_EQ(framework_refusal(Framework::kMegatron, p, moe), nullptr);  // Megatron-FSDP runs it
 }
 
 }  // namespace

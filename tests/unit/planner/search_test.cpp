@@ -178,7 +178,7 @@ Ranked brute_force(const ModelSpec& m, const Cluster& c, const Workload& w,
                       Workload wg = w;
                       wg.global_batch = gbs;
                       if (tp > c.profile.node.nvlink_domain_gpus) continue;
-                      if (framework_refusal(opt.framework, p)) continue;
+                      if (framework_refusal(opt.framework, p, m)) continue;
                       if (!validate_plan(m, n, wg, p).empty() || !validate_schedule(p).empty() ||
                           !validate_against_hardware(c.profile, wg, p).empty())
                         continue;
