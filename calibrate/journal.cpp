@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace dtplan::calibrate {
 
@@ -97,10 +98,7 @@ Journal::Journal(const std::string& path, const std::string& run_signature, bool
                      "a calibration journal already exists here: pass --resume to continue that "
                      "run, or remove the file to start over");
   if (exists) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
+    const std::string text = read_input_file(path, "--resume");
     // Everything after the last newline is a torn line from a kill mid-write: cut it off.
     const size_t end = text.rfind('\n');
     const size_t keep = end == std::string::npos ? 0 : end + 1;

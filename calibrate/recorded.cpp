@@ -9,6 +9,7 @@
 
 #include "calibrate/journal.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace dtplan::calibrate {
 
@@ -165,11 +166,7 @@ std::vector<Recorded> read_csv(const std::string& text, const std::string& path)
 }  // namespace
 
 std::vector<Recorded> read_recorded(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(SourceLocation{path, 0, 0}, "--input", "cannot open the file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  const std::string text = read_input_file(path, "--input");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos)
     throw InputError(SourceLocation{path, 0, 0}, "--input", "the file is empty");

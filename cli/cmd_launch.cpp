@@ -1,15 +1,15 @@
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/registry.h"
 #include "planner/emit/i_emitter.h"
 
@@ -20,11 +20,10 @@ namespace {
 // Fills the plan options from the plan of rank `rank` (1-based) of a `dtplan search --json` file.
 void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec, PlanOptions& o,
                            bool model_given, bool cluster_given) {
-  std::ifstream in(path);
-  if (!in) throw InputError({path, 0, 0}, "--from", "cannot be read");
+  const std::string text = read_input_file(path, "--from");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError({path, 0, 0}, "--from",
                      fmt::format("not JSON (byte {}): {}", e.byte, e.what()));
@@ -136,8 +135,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
     in.time_limit = time_limit;
     in.version = version;
     if (!nodes_file.empty()) {
-      std::ifstream hf(nodes_file);
-      if (!hf) throw InputError({nodes_file, 0, 0}, "--nodes-file", "cannot be read");
+      std::istringstream hf(read_input_file(nodes_file, "--nodes-file"));
       for (std::string line; std::getline(hf, line);)
         if (!line.empty() && line[0] != '#') in.hosts.push_back(line);
     }
@@ -147,16 +145,15 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
                        fmt::format("{} cannot run {} of {} (version {}): {}", format,
                                    r.plan.describe(), r.model.name, v.name, why));
     const std::vector<EmittedFile> files = emitter->emit(in);
-    std::error_code ec;
-    std::filesystem::create_directories(out_dir, ec);
-    if (ec)
-      throw InputError({out_dir, 0, 0}, "--out", fmt::format("cannot create: {}", ec.message()));
     // Paths on stdout, one per line (for scripts); what each file still needs on stderr.
     fmt::print(stderr, "{} launch files for {}\n", format, v.description);
+    std::vector<OutputFile> set;
+    for (const EmittedFile& f : files) set.push_back({f.name, f.content, f.executable});
+    // One set: a kill at any moment leaves the old files or the new ones (core/atomic_file.h).
+    if (const std::string how = write_files_atomic(out_dir, set); !how.empty())
+      fmt::print(stderr, "dtplan: note: {}\n", how);
     for (const EmittedFile& f : files) {
       const std::string path = (std::filesystem::path(out_dir) / f.name).string();
-      write_file_atomic(path, f.content);
-      if (f.executable) ::chmod(path.c_str(), 0755);
       fmt::print("{}\n", path);
       fmt::print(stderr, "  {}: {}\n", f.name,
                  f.needs.empty() ? "complete" : "you provide " + f.needs);

@@ -8,6 +8,7 @@
 #include "cli/search_options.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "reports/renderers.h"
 #include "reports/report_builder.h"
 
@@ -43,8 +44,7 @@ void register_report(CLI::App& app, CommandContext& ctx) {
       const int threads = flags.threads;
       flags = search_flags_from_json(from);
       flags.threads = threads;
-      std::ifstream in(from);
-      saved = nlohmann::json::parse(in, nullptr, false);
+      saved = nlohmann::json::parse(read_input_file(from, "--from"), nullptr, false);
     } else if (no_spec_given(*cmd)) {
       apply_builtin_example(flags);
       fmt::print(stderr,

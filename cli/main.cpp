@@ -6,7 +6,9 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"dtplan: parallelism planner and performance model for large-model training"};
@@ -15,6 +17,17 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 success, 2 bad input (file, flag or layout), 3 a claim refuted (check "
       "--claims), 1 internal error.");
+  // Temporary output files are removed when the run is interrupted (core/atomic_file.h).
+  dtplan::install_cleanup_handlers();
+  // Parsed as soon as it is read (trigger_on_parse), before any subcommand reads its inputs;
+  // fallthrough lets it follow the subcommand too.
+  app.fallthrough();
+  app.add_option_function<double>(
+         "--max-input-mib",
+         [](double mib) { dtplan::set_max_input_bytes(static_cast<int64_t>(mib * (1 << 20))); },
+         "Largest input file read, in MiB (default 256)")
+      ->check(CLI::Range(1.0, 1048576.0))
+      ->trigger_on_parse();
   dtplan::cli::CommandContext ctx;
   dtplan::cli::register_list(app, ctx);
   dtplan::cli::register_import_hf(app, ctx);

@@ -11,6 +11,7 @@
 #include "cli/estimate_json.h"
 #include "core/catalog.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 
@@ -427,11 +428,10 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
 }
 
 SearchFlags search_flags_from_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError({path, 0, 0}, "--from", "cannot be read");
+  const std::string text = read_input_file(path, "--from");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError({path, 0, 0}, "--from",
                      fmt::format("not JSON (byte {}): {}", e.byte, e.what()));

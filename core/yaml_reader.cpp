@@ -16,6 +16,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/input_file.h"
+
 namespace dtplan {
 
 namespace {
@@ -236,12 +238,9 @@ std::optional<OpenMark> unclosed_bracket_before(const std::string& text, int err
 
 YAML::Node load_yaml_file(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw InputError({path, 0, 0}, "", "file not found");
   if (std::filesystem::is_directory(path, ec))
     throw InputError({path, 0, 0}, "", "is a directory, expected a YAML or JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError({path, 0, 0}, "", "cannot be read");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_input_file(path);
   check_utf8(text, path);
   check_quotes_closed(text, path);
   const bool json = path.ends_with(".json");
