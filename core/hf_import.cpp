@@ -108,6 +108,12 @@ ModelSpec import_hf_config(const std::string& path, const std::string& name) {
       y.fail(key,
              "biases on the output or FFN projections are not modelled (dtplan models "
              "biases on every linear layer, or on Q/K/V only as Qwen2 has)");
+  // Sliding-window attention (Mistral 7B v0.1: sliding_window 4096) is not modelled; Qwen2/3
+  // carry a window with use_sliding_window false, which is full attention.
+  if (y.has("sliding_window") && y.opt_bool("use_sliding_window").value_or(true))
+    y.fail("sliding_window",
+           "sliding-window attention is not modelled (full attention is); "
+           "set it to null for a model that attends to the whole context");
   m.rope.theta = y.has("rope_theta") ? y.get_double("rope_theta", 0) : m.rope.theta;
   if (auto rs = y.opt_map("rope_scaling")) {
     // transformers modeling_rope_utils.py: "rope_type", or the older "type".

@@ -77,7 +77,8 @@ constexpr std::array<FrameworkRule, 3> kTorchtitanRules = {{
      "(expert_tensor_parallel_degree)",
      [](const Plan& p, const ModelSpec&) { return p.etp != 1 && p.etp != p.tp; }},
     {"torchtitan shards with FSDP2 (ZeRO-3) or not at all",
-     "pytorch/torchtitan torchtitan/config/configs.py@b5bcd76 (data_parallel_shard_degree, "
+     "pytorch/torchtitan torchtitan/config/job_config.py:313-324@v0.2.2 and configs.py@b5bcd76 "
+     "(data_parallel_shard_degree, "
      "data_parallel_replicate_degree)",
      [](const Plan& p, const ModelSpec&) { return p.zero == 1 || p.zero == 2; }},
     {"torchtitan runs 1F1B, interleaved, GPipe and ZB-V pipeline schedules only",

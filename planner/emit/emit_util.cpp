@@ -113,6 +113,9 @@ void rope_args(const ModelSpec& m, ArgList& a) {
       return;
     }
     a.add("--rope-type", r.scaling == RopeScaling::kYarn ? "yarn" : "rope");
+    // MLATransformerConfig refuses rope fusion with rope_type rope (transformer_config.py:3345),
+    // and --position-embedding-type rope leaves it on (arguments.py:1628).
+    if (r.scaling != RopeScaling::kYarn) a.add("--no-rope-fusion");
     if (r.scaling == RopeScaling::kYarn) {
       if (r.original_max_seq != 4096 || r.beta_fast != 32 || r.beta_slow != 1)
         a.refuse(fmt::format(
@@ -156,12 +159,21 @@ void router_args(const MoeSpec& e, ArgList& a) {
   const RouterSpec& r = e.router;
   if (r.score == RouterScore::kSigmoid) {
     a.add("--moe-router-score-function", "sigmoid");
-    if (!r.normalize_topk && e.topk > 1)
+    // Renormalised for top-k > 1 only (:929).
+    if (r.normalize_topk != (e.topk > 1))
       a.refuse(
-          "Megatron-LM renormalises sigmoid top-k router weights (moe_utils.py:929 "
-          "@d98e8a6); the model keeps them unnormalised");
+          fmt::format("Megatron-LM renormalises sigmoid router weights exactly when top-k > "
+                      "1 (moe_utils.py:929 @d98e8a6); the model, top-{}, {}",
+                      e.topk, r.normalize_topk ? "renormalises" : "does not"));
   } else if (!r.normalize_topk) {
     a.add("--moe-router-pre-softmax");
+  } else if (e.topk == 1) {
+    // A renormalised top-1 softmax weighs the expert 1.0; Megatron refuses top-1 without
+    // pre-softmax (transformer_config.py:2669 @d98e8a6), which weighs it by its probability.
+    a.refuse(
+        "Megatron-LM needs --moe-router-pre-softmax for a top-1 softmax router "
+        "(transformer_config.py:2669 @d98e8a6), whose weight is then the expert's "
+        "probability, not the model's renormalised 1.0");
   }
   if (r.expert_bias) {
     if (r.score != RouterScore::kSigmoid)
@@ -261,7 +273,19 @@ ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan
   if (m.moe) {
     a.add("--expert-model-parallel-size", p.ep);
     a.add("--expert-tensor-parallel-size", p.etp);
-    if (p.ep_comm_overlap && p.ep > 1) a.add("--overlap-moe-expert-parallel-comm");
+    if (p.ep_comm_overlap && p.ep > 1) {
+      // transformer_config.py:3002-3029 @d98e8a6: virtual stages when pipelined, no full
+      // recomputation.
+      if (p.pp > 1 && p.vpp == 1)
+        a.refuse(
+            "Megatron-LM overlaps expert-parallel all-to-all with PP only with virtual "
+            "stages (transformer_config.py:3007 @d98e8a6)");
+      if (p.recompute == Recompute::kFull)
+        a.refuse(
+            "Megatron-LM refuses expert-parallel all-to-all overlap with full "
+            "recomputation (transformer_config.py:3021 @d98e8a6)");
+      a.add("--overlap-moe-expert-parallel-comm");
+    }
   }
   // Chunk sizes that --decoder-first/last-pipeline-num-layers cannot say: a two-part split, or
   // uneven stages with virtual stages (transformer_config.py:2305-2366 @d98e8a6 needs the first
@@ -301,6 +325,14 @@ ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan
     a.add("--use-megatron-fsdp");
     a.add("--data-parallel-sharding-strategy", p.zero == 3 ? "optim_grads_params" : "optim_grads");
     a.add("--ckpt-format", "fsdp_dtensor");
+    // Megatron-FSDP keeps its own gradient buffer and reduction dtype (--megatron-fsdp-main-
+    // grads-dtype, --megatron-fsdp-grad-comm-dtype, arguments.py:3691-3696; "auto" is the
+    // parameters' bf16, param_and_grad_buffer.py:2317-2322): the plan's gradient precision.
+    const char* g = p.main_grads_fp32 && w.precision != Precision::kFp16 ? "fp32"
+                    : w.precision == Precision::kFp16                    ? "fp16"
+                                                                         : "bf16";
+    a.add("--megatron-fsdp-main-grads-dtype", g);
+    a.add("--megatron-fsdp-grad-comm-dtype", g);
   }
   if (p.overlap_grad_reduce && p.dp * p.cp > 1) a.add("--overlap-grad-reduce");
   if (p.overlap_param_gather && p.zero >= 1 && p.dp * p.cp > 1) {
@@ -312,7 +344,13 @@ ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan
           "megatron/training/arguments.py:1024-1029 @d98e8a6); the plan overlaps one only");
     a.add("--overlap-param-gather");
   }
-  if (p.tp_comm_overlap) a.add("--tp-comm-overlap");
+  if (p.tp_comm_overlap) {
+    if (!p.sp)
+      a.refuse(
+          "Megatron-LM overlaps TP communication with GEMMs only with sequence parallelism "
+          "(arguments.py:1441-1442 @d98e8a6)");
+    a.add("--tp-comm-overlap");
+  }
   if (p.recompute == Recompute::kSelective) a.add("--recompute-granularity", "selective");
   if (p.recompute == Recompute::kFull) {
     a.add("--recompute-granularity", "full");
@@ -338,10 +376,24 @@ ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan
   }
   // Gradient accumulation and reduction precision (arguments.py:1204-1217 @d98e8a6): bf16
   // training keeps fp32 main gradients unless --grad-reduce-in-bf16; fp16 training keeps 16-bit
-  // ones unless --accumulate-allreduce-grads-in-fp32.
-  if (w.precision == Precision::kFp16 && p.main_grads_fp32)
-    a.add("--accumulate-allreduce-grads-in-fp32");
-  if (w.precision != Precision::kFp16 && !p.main_grads_fp32) a.add("--grad-reduce-in-bf16");
+  // ones, as dtplan prices fp16 (simulator/cost/memory_model.cpp). Megatron-FSDP: above.
+  if (w.precision != Precision::kFp16 && !p.main_grads_fp32 && p.zero < 2)
+    a.add("--grad-reduce-in-bf16");
+  if (w.precision == Precision::kFp8) {
+    // transformer_config.py fp8_recipe / fp8_amax_history_len (arguments from the dataclass).
+    a.add("--fp8-recipe", to_string(w.fp8_recipe));
+    if (w.fp8_recipe == Fp8Recipe::kDelayed)
+      a.add("--fp8-amax-history-len", w.fp8_amax_history_len);
+  }
+  // Rank order: Megatron's default is tp-cp-ep-dp-pp; --use-tp-pp-dp-mapping gives
+  // tp-cp-ep-pp-dp (megatron/training/initialize.py:395 @d98e8a6).
+  if (p.rank_order == RankOrder::kTpCpEpPpDp ||
+      (p.rank_order == RankOrder::kTpPpDp && p.cp == 1 && p.ep == 1))
+    a.add("--use-tp-pp-dp-mapping");
+  else if (p.rank_order == RankOrder::kTpPpDp)
+    a.refuse(
+        "Megatron-LM numbers ranks tp-cp-ep-dp-pp or tp-cp-ep-pp-dp (initialize.py:395 "
+        "@d98e8a6); tp-pp-dp with CP or EP is neither");
   return a;
 }
 

@@ -299,6 +299,17 @@ class ReadTracker(dict):
     def keys(self):
         return TrackedKeys(self)
 
+    # Iterating a section's items or values reads all of it: get_pipeline_config copies every
+    # key of "pipeline" over its defaults (deepspeed/runtime/config.py:471 at v0.16.5), so no
+    # key there is ignored.
+    def items(self):
+        self._log["whole"].add(self._path)
+        return super().items()
+
+    def values(self):
+        self._log["whole"].add(self._path)
+        return super().values()
+
     def __iter__(self):  # defined so that `**d` goes through keys() and __getitem__
         return super().__iter__()
 

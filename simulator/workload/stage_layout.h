@@ -28,7 +28,7 @@ struct LayerRange {
 LayerRange chunk_layers(const ModelSpec& m, const Plan& p, int chunk);
 
 // Of a rank's layers `l`, those its recomputation re-runs: with full recomputation of
-// --recompute-layers k, the first k of each chunk (Megatron's uniform method, dense layers
+// --recompute-layers k, the first k of each chunk (Megatron's block method, dense layers
 // counted first); otherwise all of them.
 RankLayers recomputed_layers(const Plan& p, const RankLayers& l);
 

@@ -102,6 +102,7 @@ plans=(
   "llama8b_pp2_zero1|2|-m llama3-8b -c dgx-h100 -g 32 --tp 8 --pp 2 --zero 1"
   "llama70b_zero3|8|-m llama3-70b -c dgx-h100 -g 64 --tp 8 --zero 3 --gbs 256"
   "llama8b_fp16_zero0|4|-m llama3-8b -c dgx-a100-80g -g 32 --tp 8 --zero 0 --precision fp16 --mbs 2 --gbs 64"
+  "mixtral22b_pp2_ep8|8|-m mixtral-8x22b -c dgx-h100 -g 128 --tp 8 --sp --pp 2 --ep 8 --zero 1 --gbs 256"
 )
 
 configs=()

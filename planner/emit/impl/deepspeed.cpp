@@ -85,6 +85,18 @@ ArgList mds_args(const EmitInput& in) {
     // (megatron/model/transformer.py:1650-1660 @f4157be), a softmax top-k gate.
     a.add("--num-experts", e.experts);
     a.add("--topk", e.topk);
+    // DeepSpeed's top-2 gate samples the second expert with Gumbel noise unless told not to
+    // (megatron/arguments.py:924, deepspeed/moe/sharded_moe.py:305-308@v0.16.5); top-1 drops
+    // tokens at random (random token selection, sharded_moe.py:183-233): only top-2 is the
+    // model's router.
+    if (e.topk == 2)
+      a.add("--disable-moe-top2-2nd-expert-sampling");
+    else
+      a.refuse(
+          fmt::format("Megatron-DeepSpeed's gate is the model's router only for top-2 "
+                      "(top-1 selects tokens at random, deepspeed/moe/sharded_moe.py:183-233"
+                      "@v0.16.5); the model routes top-{}",
+                      e.topk));
     if (e.dense_layers > 0) lacks("dense leading layers before the MoE layers");
     a.add("--expert-interval", e.layer_freq);  // default 2 (:614)
     a.add("--moe-expert-parallel-size", p.ep);
@@ -122,19 +134,37 @@ ArgList mds_args(const EmitInput& in) {
       a.add("--fp16");
       break;
     case Precision::kFp8:
-      // :506-519: FP8 through Transformer Engine's layers.
-      a.add("--bf16");
-      a.add("--transformer-impl", "transformer_engine");
-      a.add("--fp8-hybrid");
+      // --fp8-hybrid with --transformer-impl transformer_engine (:506-519) reaches only
+      // ParallelTransformer: with pipelining GPTModelPipe builds ParallelTransformerLayerPipe
+      // (megatron/model/gpt_model.py:386-394, silently bf16), and without it the TE layer
+      // refuses GQA and takes no SwiGLU or RMSNorm (megatron/model/transformer.py:1757-1800).
+      a.refuse(
+          "Megatron-DeepSpeed's FP8 (Transformer Engine layers) is built without pipelining "
+          "only, refuses GQA and drops SwiGLU/RMSNorm (megatron/model/gpt_model.py:386-394, "
+          "megatron/model/transformer.py:1757-1800@f4157be)");
       break;
     default:
       a.add("--bf16");
       break;
   }
-  if (!p.main_grads_fp32 && w.precision != Precision::kFp16)
+  // Gradients accumulate in data_types.grad_accum_dtype (ds_config.json below); bf16 without
+  // ZeRO and without pipelining must accumulate in fp32 (deepspeed/runtime/engine.py:1336-1346
+  // @v0.16.5, "Bfloat16 wrapper must use a gradient accumulation type of fp32").
+  if (!p.main_grads_fp32 && w.precision != Precision::kFp16 && p.zero == 0 && p.pp == 1)
     a.refuse(
-        "the plan reduces gradients in 16 bits; DeepSpeed's bf16 optimizer accumulates "
-        "them in fp32 (ds_config bf16 has no such switch in 0.16.5)");
+        "DeepSpeed accumulates bf16 gradients in fp32 without ZeRO and pipelining "
+        "(deepspeed/runtime/engine.py:1344@v0.16.5); the plan keeps 16-bit gradients");
+  if (p.rank_order != RankOrder::kTpCpEpDpPp)
+    a.refuse(
+        fmt::format("Megatron-DeepSpeed numbers ranks its own way (megatron/core/"
+                    "parallel_state.py@f4157be has no order option); the plan's rank order "
+                    "is {}",
+                    to_string(p.rank_order)));
+  if (p.pp > 1 && p.recompute == Recompute::kFull && p.recompute_layers > 0)
+    a.refuse(
+        "Megatron-DeepSpeed's pipeline model recomputes uniformly or not at all "
+        "(GPTModelPipe, megatron/model/gpt_model.py:446-452@f4157be): --recompute-layers "
+        "would turn recomputation off");
   if (p.ep_comm_overlap) lacks("expert-parallel communication overlap");
   a.add("--deepspeed");
   a.add("--deepspeed_config", "ds_config.json");
@@ -174,6 +204,16 @@ class DeepSpeedEmitter final : public IEmitter {
       ds["bf16"] = {{"enabled", true}};
     }
     ds["gradient_clipping"] = 1.0;
+    // Where gradients accumulate (deepspeed/runtime/config.py:901, engine.py:1013-1028
+    // @v0.16.5): the default is bf16 under ZeRO; the plan says (memory_model.cpp).
+    ds["data_types"] = {{"grad_accum_dtype", w.precision == Precision::kFp16 ? "fp16"
+                                             : p.main_grads_fp32             ? "fp32"
+                                                                             : "bf16"}};
+    // MoE with pipelining: no activation or gradient partitioning over TP, which DeepSpeed
+    // turns on by default (deepspeed/runtime/config.py:462-469@v0.16.5) and Megatron-DeepSpeed
+    // does not support for MoE (megatron/model/gpt_model.py:380-384@f4157be).
+    if (m.moe && p.pp > 1)
+      ds["pipeline"] = {{"pipe_partitioned", false}, {"grad_partitioned", false}};
     nlohmann::ordered_json z;
     z["stage"] = p.zero;
     z["allgather_partitions"] = true;
@@ -242,9 +282,10 @@ class DeepSpeedEmitter final : public IEmitter {
              in.hosts.empty() ? "the node names (placeholders node-0 ...; or --nodes-file)" : ""},
             {"train_deepspeed.sh", s, true,
              fmt::format("MEGATRON_DS_DIR (a Megatron-DeepSpeed checkout at f4157be, with "
-                         "DeepSpeed {} installed), DATA_PATH and TOKENIZER_MODEL (required; a "
-                         "tokenizer of {} tokens), SAVE_DIR for checkpoints, TRAIN_ITERS and LR",
-                         version.name, m.vocab)}};
+                         "DeepSpeed {}{} installed), DATA_PATH and TOKENIZER_MODEL (required: "
+                         "Megatron data and this model's Hugging Face tokenizer), optionally "
+                         "SAVE_DIR for checkpoints, TRAIN_ITERS and LR",
+                         version.name, p.flash_attention ? " and flash-attn 2" : "")}};
   }
 };
 

@@ -98,8 +98,9 @@ class MegatronEmitter final : public IEmitter {
         gpn);
     return {{"megatron_args.txt", list, false, ""},
             {"train_megatron.sbatch", s, true,
-             "MEGATRON_DIR (a Megatron-LM checkout at d98e8a6), DATA_PATH and TOKENIZER_MODEL "
-             "(else Megatron's mock data), SAVE_DIR for checkpoints, TRAIN_ITERS and LR"}};
+             "MEGATRON_DIR (a Megatron-LM checkout at d98e8a6, with Transformer Engine), "
+             "DATA_PATH and TOKENIZER_MODEL (else Megatron's mock data), optionally SAVE_DIR "
+             "for checkpoints, TRAIN_ITERS and LR"}};
   }
 };
 

@@ -200,6 +200,9 @@ std::string difference(const ModelSpec& m, const ModelSpec& t) {
       {"moe", moe_text(m), moe_text(t)},
       {"mla", mla_text(m), mla_text(t)},
       {"mtp_layers", num(m.mtp_layers), num(t.mtp_layers)},
+      // torchtitan's models have no dropout.
+      {"attention_dropout", num(m.attention_dropout), num(t.attention_dropout)},
+      {"hidden_dropout", num(m.hidden_dropout), num(t.hidden_dropout)},
   };
   for (const Field& f : fields)
     if (f.model != f.theirs)
@@ -281,6 +284,44 @@ Resolved resolve(const EmitInput& in, const FrameworkVersion& v) {
         "torchtitan recomputes every block or every N-th block (selective_ac_option N, "
         "torchtitan/distributed/activation_checkpoint.py:20@v0.2.2), not the first k blocks "
         "of each stage (--recompute-layers)");
+  if (p.recompute == Recompute::kSelective)
+    refuse(
+        "torchtitan's selective recomputation is op-level (it saves every other matmul, "
+        "torchtitan/distributed/activation_checkpoint.py:109-116@v0.2.2) or every N-th "
+        "block, not the attention-core recomputation dtplan prices (Megatron's selective)");
+  if (!is_main(v) && p.zero == 0)
+    refuse(
+        "torchtitan v0.2.2 without FSDP is DDP, which refuses TP, PP or EP beside it "
+        "(torchtitan/models/llama3/infra/parallelize.py:148-151@v0.2.2) and turns mixed "
+        "precision off on a single replica (torchtitan/distributed/utils.py:246-256); shard "
+        "with --zero 3");
+  if (p.rank_order != RankOrder::kTpCpEpDpPp)
+    refuse(
+        fmt::format("torchtitan builds its device mesh in its own order "
+                    "(torchtitan/distributed/parallel_dims.py@v0.2.2); the plan's rank order "
+                    "is {}",
+                    to_string(p.rank_order)));
+  if (w.precision == Precision::kFp8) {
+    // torchao float8 through quantize.linear.float8 (recipe_name tensorwise | rowwise,
+    // job_config.py:731-757@v0.2.2): no delayed scaling, no MXFP8 or blockwise here.
+    if (is_main(v))
+      refuse(
+          "torchtitan main's Float8LinearConverter scales rowwise only (recipe_name rowwise | "
+          "rowwise_with_gw_hp, torchtitan/components/quantization/float8.py:57@b5bcd76), a "
+          "recipe dtplan does not price; --framework-version 0.2.2 has tensorwise");
+    else if (w.fp8_recipe != Fp8Recipe::kTensorwise)
+      refuse(
+          fmt::format("torchtitan's float8 training scales tensorwise or rowwise "
+                      "(quantize.linear.float8.recipe_name, job_config.py:731@v0.2.2); the "
+                      "plan's FP8 recipe is {} (--fp8-recipe tensorwise)",
+                      to_string(w.fp8_recipe)));
+    // Float8 grouped GEMMs assert PP 1 and CP 1 (components/quantization/float8.py:193-198
+    // @v0.2.2).
+    if (m.moe && (p.pp > 1 || p.cp > 1))
+      refuse(
+          "torchtitan's float8 grouped GEMMs for experts run without PP and CP only "
+          "(torchtitan/components/quantization/float8.py:193-198@v0.2.2)");
+  }
   if (p.ep_comm_overlap)
     refuse("torchtitan has no switch for overlapping expert-parallel all-to-all with compute");
   if (is_main(v) && p.etp != 1)
@@ -381,8 +422,14 @@ std::string toml_config(const EmitInput& in, const FrameworkVersion& v, const Fl
   if (p.tp_comm_overlap) t += "enable_async_tensor_parallel = true\n";
   t += "\n[activation_checkpoint]\n";
   t += fmt::format("mode = {}\n", toml_string(to_string(p.recompute)));
-  // "op": op-level selective recomputation; a number N would wrap every N-th block in full.
-  if (p.recompute == Recompute::kSelective) t += "selective_ac_option = \"op\"\n";
+  if (w.precision == Precision::kFp8) {
+    // The output head (and a router) stay in 16 bits, as dtplan prices FP8 (Megatron keeps
+    // them so); filter_fqns defaults to none (job_config.py:741@v0.2.2). Grouped GEMMs apply
+    // to the named MoE modules only (fqns, default none: :757).
+    t += "\n[quantize.linear.float8]\nrecipe_name = \"tensorwise\"\n";
+    t += m.moe ? "filter_fqns = [\"output\", \"router.gate\"]\n" : "filter_fqns = [\"output\"]\n";
+    if (m.moe) t += "\n[quantize.grouped_mm.float8]\nfqns = [\"experts\"]\n";
+  }
   if (p.tp_comm_overlap)
     // Async TP runs under torch.compile (job_config.py:357@v0.2.2).
     t += "\n[compile]\nenable = true\ncomponents = [\"model\", \"loss\"]\n";
@@ -416,15 +463,10 @@ std::string python_config(const EmitInput& in, const FrameworkVersion& v, const 
   if (p.recompute != Recompute::kNone)
     t += fmt::format("from torchtitan.distributed.activation_checkpoint import {}\n",
                      p.recompute == Recompute::kFull ? "FullAC" : "SelectiveAC");
-  if (w.precision == Precision::kFp8)
-    t += "from torchtitan.components.quantization import Float8LinearConverter\n";
   t += fmt::format("from torchtitan.models.{} import model_registry\n", f.name);
   t += "from torchtitan.trainer import Trainer\n\n\n";
   t += "def dtplan_job() -> Trainer.Config:\n";
-  t += fmt::format("    model_spec = model_registry({}{})\n", py_string(f.flavor),
-                   w.precision == Precision::kFp8
-                       ? ", converters=[Float8LinearConverter.Config(filter_fqns=[\"lm_head\"])]"
-                       : "");
+  t += fmt::format("    model_spec = model_registry({})\n", py_string(f.flavor));
   t += "    return Trainer.Config(\n";
   t += "        model_spec=model_spec,\n";
   // configs.py:37-51@b5bcd76: tokens per micro-batch per DP rank (one pipeline micro-batch),

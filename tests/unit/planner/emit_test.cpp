@@ -30,6 +30,7 @@ struct LaunchCase {
   int64_t seq;
   std::vector<const char*> formats;  // the formats that can express it
   Precision precision = Precision::kBf16;
+  Fp8Recipe recipe = Fp8Recipe::kDelayed;
 };
 
 Plan make_plan(int tp, int pp, int cp, int dp, int ep, int vpp, int zero, Recompute rc, int mbs,
@@ -83,7 +84,8 @@ std::vector<LaunchCase> cases() {
        uneven(make_plan(8, 16, 2, 4, 1, 1, 3, Recompute::kFull, 1, 512, "1f1b")),
        8192,
        {"megatron", "torchtitan"},
-       Precision::kFp8},
+       Precision::kFp8,
+       Fp8Recipe::kTensorwise},
       // The same on 32 virtual stages: 3 layers on the first and last chunk, 4 on the others
       // (Megatron: --pipeline-model-parallel-layout, not --decoder-first-pipeline-num-layers).
       {"llama3.1-405b_1024xh100_uneven_vpp",
@@ -100,7 +102,7 @@ std::vector<LaunchCase> cases() {
        64,
        make_plan(8, 2, 1, 4, 1, 1, 1, Recompute::kSelective, 1, 512, "1f1b"),
        8192,
-       {"megatron", "deepspeed"},
+       {"megatron"},
        Precision::kFp8},
       // Mixtral 8x7B with expert parallelism, fully sharded (Megatron-FSDP).
       {"mixtral-8x7b_64xh100_ep",
@@ -160,6 +162,7 @@ Emitted emit_case(const LaunchCase& c, const std::string& format,
   e.work.seq_len = c.seq;
   e.work.global_batch = c.plan.gbs;
   e.work.precision = c.precision;
+  e.work.fp8_recipe = c.recipe;
   EmitInput in;
   in.model = &e.model;
   in.cluster = &e.cluster;
@@ -337,6 +340,10 @@ TEST(Emitters, DeepSpeedConfigRoundTrip) {
   EXPECT_EQ(a["--global-batch-size"], std::to_string(c.plan.gbs));
   EXPECT_EQ(a.count("--swiglu"), 1u);
   EXPECT_EQ(file(e, "hostfile")->content.substr(0, 15), "node-0 slots=8\n");
+  // Mixtral's router: top-2 without DeepSpeed's sampled second expert; fp32 gradient
+  // accumulation as the plan prices it (DeepSpeed's default under ZeRO is bf16).
+  EXPECT_EQ(a.count("--disable-moe-top2-2nd-expert-sampling"), 1u);
+  EXPECT_EQ(j["data_types"]["grad_accum_dtype"], "fp32");
   // Sequence parallelism needs one CUDA connection (megatron/arguments.py:401-406@f4157be).
   EXPECT_NE(file(e, "train_deepspeed.sh")->content.find("export CUDA_DEVICE_MAX_CONNECTIONS=1"),
             std::string::npos);
@@ -399,11 +406,12 @@ TEST(Emitters, TorchtitanStagesByModuleName) {
 // torchtitan main takes a Python config module (--module/--config) instead of TOML
 // (torchtitan/config/manager.py:48@b5bcd76); tokens instead of batch sizes (configs.py:37-51).
 TEST(Emitters, TorchtitanMainWritesAPythonConfig) {
-  const LaunchCase& c = case_named("llama3.1-405b_1024xh100_uneven");
+  const LaunchCase& c = case_named("llama3.1-405b_1024xh100_cp");
   Emitted e{load_model(c.model), load_cluster(c.profile, c.gpus), {}, c.plan, {}};
   e.work.seq_len = c.seq;
   e.work.global_batch = c.plan.gbs;
   e.work.precision = c.precision;
+  e.work.fp8_recipe = c.recipe;
   EmitInput in;
   in.model = &e.model;
   in.cluster = &e.cluster;
@@ -417,11 +425,16 @@ TEST(Emitters, TorchtitanMainWritesAPythonConfig) {
   EXPECT_EQ(files[0].name, "dtplan_job.py");
   const std::string& py = files[0].content;
   EXPECT_NE(py.find("def dtplan_job() -> Trainer.Config:"), std::string::npos) << py;
-  EXPECT_NE(py.find("model_registry(\"405B\", converters=[Float8LinearConverter"),
-            std::string::npos);
+  EXPECT_NE(py.find("model_registry(\"405B\")"), std::string::npos);
   EXPECT_NE(py.find("num_tokens_per_train_step=" + std::to_string(c.plan.gbs * c.seq)),
             std::string::npos);
   EXPECT_NE(py.find("\"lm_head\"]"), std::string::npos);
+  EXPECT_NE(py.find("activation_checkpoint=FullAC.Config()"), std::string::npos);
+  // Float8 at main scales rowwise only (float8.py:57@b5bcd76): refused.
+  e.work.precision = Precision::kFp8;
+  e.work.fp8_recipe = Fp8Recipe::kTensorwise;
+  EXPECT_NE(em->refusal(in).find("rowwise only"), std::string::npos);
+  e.work.precision = Precision::kBf16;
   EXPECT_NE(files[1].content.find("--module dtplan_job --config dtplan_job"), std::string::npos);
   in.version = "0.1.0";
   EXPECT_THROW(em->refusal(in), InputError);  // not a version this emitter writes for
@@ -605,6 +618,7 @@ TEST(Emitters, GoldenRefusalsNameTheirSource) {
       w.seq_len = c.seq;
       w.global_batch = c.plan.gbs;
       w.precision = c.precision;
+      w.fp8_recipe = c.recipe;
       EmitInput in;
       in.model = &m;
       in.cluster = &cl;
@@ -662,6 +676,85 @@ TEST(Emitters, MegatronModelFields) {
   for (int c = 1; c < 31; ++c) layout += "|tttt";
   layout += "|tttL";
   EXPECT_EQ(v["--pipeline-model-parallel-layout"], layout);
+}
+
+}  // namespace
+}  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// What each framework's own checks past argument parsing would reject is refused here, with
+// the check's source (issue #17 review).
+TEST(Emitters, RefusalsBeyondTheFlagTables) {
+  auto refusal = [](const char* format, const char* model, const char* profile, int gpus, Plan p,
+                    Precision prec = Precision::kBf16) {
+    ModelSpec m = load_model(model);
+    Cluster c = load_cluster(profile, gpus);
+    Workload w;
+    w.seq_len = 4096;
+    w.global_batch = p.gbs;
+    w.precision = prec;
+    EmitInput in;
+    in.model = &m;
+    in.cluster = &c;
+    in.work = &w;
+    in.plan = &p;
+    return find_emitter(format)->refusal(in);
+  };
+  Plan moe = make_plan(2, 1, 1, 32, 8, 1, 1, Recompute::kFull, 1, 256, "1f1b");
+  moe.ep_comm_overlap = true;
+  EXPECT_NE(
+      refusal("megatron", "mixtral-8x7b", "dgx-h100", 64, moe).find("transformer_config.py:3021"),
+      std::string::npos);
+  Plan tpo = make_plan(2, 1, 1, 8, 1, 1, 1, Recompute::kNone, 1, 256, "1f1b");
+  tpo.sp = false;
+  tpo.tp_comm_overlap = true;
+  EXPECT_NE(refusal("megatron", "llama3-8b", "dgx-h100", 16, tpo).find("arguments.py:1441"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal("deepspeed", "llama3-70b", "dgx-h100", 64,
+              make_plan(8, 2, 1, 4, 1, 1, 1, Recompute::kNone, 1, 512, "1f1b"), Precision::kFp8)
+          .find("gpt_model.py:386-394"),
+      std::string::npos);
+  Plan block = make_plan(8, 4, 1, 2, 1, 1, 1, Recompute::kFull, 1, 512, "1f1b");
+  block.recompute_layers = 2;
+  EXPECT_NE(refusal("deepspeed", "llama3-70b", "dgx-h100", 64, block).find("gpt_model.py:446"),
+            std::string::npos);
+  EXPECT_NE(refusal("torchtitan", "llama3.1-405b", "dgx-h100", 1024,
+                    uneven(make_plan(8, 16, 1, 8, 1, 1, 0, Recompute::kFull, 1, 512, "1f1b")))
+                .find("parallelize.py:148-151"),
+            std::string::npos);
+  EXPECT_NE(refusal("torchtitan", "llama3.1-405b", "dgx-h100", 1024,
+                    uneven(make_plan(8, 16, 1, 8, 1, 1, 3, Recompute::kSelective, 1, 512, "1f1b")))
+                .find("activation_checkpoint.py:109-116"),
+            std::string::npos);
+  // The FP8 recipe: torchtitan v0.2.2 scales tensorwise only.
+  EXPECT_NE(refusal("torchtitan", "llama3.1-405b", "dgx-h100", 1024,
+                    uneven(make_plan(8, 16, 1, 8, 1, 1, 3, Recompute::kFull, 1, 512, "1f1b")),
+                    Precision::kFp8)
+                .find("recipe_name"),
+            std::string::npos);
+}
+
+// A top-1 softmax router (renormalised: weight 1.0) has no Megatron spelling
+// (transformer_config.py:2669 @d98e8a6); MLA with plain rope needs --no-rope-fusion
+// (transformer_config.py:3345).
+TEST(Emitters, RouterAndMlaEdgeCases) {
+  ModelSpec m = load_model("mixtral-8x7b");
+  m.moe->topk = 1;
+  Workload w;
+  w.seq_len = 4096;
+  w.global_batch = 256;
+  EXPECT_NE(megatron_model_args(m, w).refusal.find("transformer_config.py:2669"),
+            std::string::npos);
+  m.moe->router.normalize_topk = false;  // pre-softmax: the expert's probability
+  EXPECT_EQ(megatron_model_args(m, w).refusal, "");
+  ModelSpec d = load_model("deepseek-v3");
+  d.rope.scaling = RopeScaling::kNone;
+  const auto a = megatron_model_args(d, w);
+  EXPECT_EQ(a.refusal, "");
+  EXPECT_NE(std::find(a.args.begin(), a.args.end(), "--no-rope-fusion"), a.args.end());
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ ARGS=(
   '--hidden-dropout' '0'
   '--num-experts' '8'
   '--topk' '2'
+  '--disable-moe-top2-2nd-expert-sampling'
   '--expert-interval' '1'
   '--moe-expert-parallel-size' '8'
   '--disable-moe-token-dropping'
