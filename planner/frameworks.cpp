@@ -22,7 +22,7 @@ bool pipelined(const Plan& p) { return p.pp > 1; }
 // --data-parallel-sharding-strategy optim_grads is ZeRO-2 (a reduce-scatter on every
 // micro-batch, megatron/core/distributed/fsdp/mcore_fsdp_adapter.py:168, as dtplan's ZeRO-2
 // cost) and optim_grads_params ZeRO-3; its own 1F1B and interleaved schedules.
-constexpr std::array<FrameworkRule, 2> kMegatronRules = {{
+constexpr std::array<FrameworkRule, 4> kMegatronRules = {{
     {"Megatron-LM runs only its 1F1B and interleaved pipeline schedules",
      "NVIDIA/Megatron-LM megatron/core/pipeline_parallel/schedules.py@d98e8a6 "
      "(get_forward_backward_func)",
@@ -34,9 +34,17 @@ constexpr std::array<FrameworkRule, 2> kMegatronRules = {{
      "may degrade if MoE and tensor parallelism are enabled without also enabling sequence "
      "parallelism\", a ValueError in training)",
      [](const Plan& p, const ModelSpec& m) { return m.is_moe() && p.tp > 1 && !p.sp; }},
+    {"Megatron-LM overlaps TP communication with GEMMs only with sequence parallelism",
+     "NVIDIA/Megatron-LM megatron/training/arguments.py:1441-1442@d98e8a6",
+     [](const Plan& p, const ModelSpec&) { return p.tp_comm_overlap && !p.sp; }},
+    {"Megatron-LM overlaps expert-parallel all-to-all with PP only with virtual stages",
+     "NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py:3007@d98e8a6",
+     [](const Plan& p, const ModelSpec& m) {
+       return m.is_moe() && p.ep_comm_overlap && p.ep > 1 && p.pp > 1 && p.vpp == 1;
+     }},
 }};
 
-constexpr std::array<FrameworkRule, 6> kDeepSpeedRules = {{
+constexpr std::array<FrameworkRule, 7> kDeepSpeedRules = {{
     {"DeepSpeed refuses ZeRO-2/3 with pipeline parallelism",
      "deepspeedai/DeepSpeed deepspeed/runtime/pipe/engine.py@edaa722 (\"ZeRO-2 and ZeRO-3 are "
      "incompatible with pipeline parallelism\")",
@@ -65,13 +73,16 @@ constexpr std::array<FrameworkRule, 6> kDeepSpeedRules = {{
      "deepspeedai/DeepSpeed deepspeed/runtime/engine.py:1678@v0.16.5 (\"MoE not supported with "
      "Stage 3\"; engine.py:2215 in 0.19.8)",
      [](const Plan& p, const ModelSpec& m) { return m.is_moe() && p.zero == 3; }},
+    {"Megatron-DeepSpeed has no expert-parallel communication overlap",
+     "deepspeedai/Megatron-DeepSpeed megatron/arguments.py@f4157be (no such argument)",
+     [](const Plan& p, const ModelSpec&) { return p.ep_comm_overlap && p.ep > 1; }},
 }};
 
 // torchtitan's FSDP2 with fsdp_reshard_after_forward = "never" keeps gathered parameters
 // (ZeRO-2-like memory); dtplan does not model it.
 // Any layer split (uneven, two-part, the embedding/loss counted as layers) is written as
 // module_fqns_per_model_part (planner/emit/impl/torchtitan.cpp), so none is refused here.
-constexpr std::array<FrameworkRule, 3> kTorchtitanRules = {{
+constexpr std::array<FrameworkRule, 4> kTorchtitanRules = {{
     {"torchtitan needs expert TP of 1 or equal to TP",
      "pytorch/torchtitan torchtitan/config/job_config.py:464@v0.2.2 "
      "(expert_tensor_parallel_degree)",
@@ -87,6 +98,9 @@ constexpr std::array<FrameworkRule, 3> kTorchtitanRules = {{
      [](const Plan& p, const ModelSpec&) {
        return pipelined(p) && !torchtitan_schedule_name(p.schedule);
      }},
+    {"torchtitan has no switch for overlapping expert-parallel all-to-all with compute",
+     "pytorch/torchtitan torchtitan/config/job_config.py:312-480@v0.2.2 ([parallelism])",
+     [](const Plan& p, const ModelSpec&) { return p.ep_comm_overlap && p.ep > 1; }},
 }};
 
 // dtplan schedule -> torchtitan's pipeline_parallel_schedule. torchtitan at b5bcd76 also has

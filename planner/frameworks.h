@@ -20,7 +20,10 @@ const char* framework_name(Framework f);
 Framework parse_framework(std::string_view name, const std::string& field = "--framework");
 
 // One thing a framework cannot run. `source` names the framework code the rule was checked
-// against (repository file @ commit), or is "" where the rule is dtplan's own reading.
+// against (repository file @ commit), or is "" where the rule is dtplan's own reading. A rule
+// looks at the layout (tp, pp, vpp, cp, ep, etp, sp, split), the ZeRO stage, the schedule and
+// the plan's overlap switches only: the search decides it once per those (planner/search.cpp),
+// so what depends on recomputation or the batch is an emitter's refusal instead.
 struct FrameworkRule {
   const char* reason;
   const char* source;

@@ -273,17 +273,13 @@ ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan
   if (m.moe) {
     a.add("--expert-model-parallel-size", p.ep);
     a.add("--expert-tensor-parallel-size", p.etp);
+    // Virtual stages with PP: a framework rule; no full recomputation (a rule cannot see it,
+    // planner/frameworks.h): transformer_config.py:3021 @d98e8a6.
     if (p.ep_comm_overlap && p.ep > 1) {
-      // transformer_config.py:3002-3029 @d98e8a6: virtual stages when pipelined, no full
-      // recomputation.
-      if (p.pp > 1 && p.vpp == 1)
-        a.refuse(
-            "Megatron-LM overlaps expert-parallel all-to-all with PP only with virtual "
-            "stages (transformer_config.py:3007 @d98e8a6)");
       if (p.recompute == Recompute::kFull)
         a.refuse(
             "Megatron-LM refuses expert-parallel all-to-all overlap with full "
-            "recomputation (transformer_config.py:3021 @d98e8a6)");
+            "recomputation (megatron/core/transformer/transformer_config.py:3021@d98e8a6)");
       a.add("--overlap-moe-expert-parallel-comm");
     }
   }
@@ -344,13 +340,7 @@ ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan
           "megatron/training/arguments.py:1024-1029 @d98e8a6); the plan overlaps one only");
     a.add("--overlap-param-gather");
   }
-  if (p.tp_comm_overlap) {
-    if (!p.sp)
-      a.refuse(
-          "Megatron-LM overlaps TP communication with GEMMs only with sequence parallelism "
-          "(arguments.py:1441-1442 @d98e8a6)");
-    a.add("--tp-comm-overlap");
-  }
+  if (p.tp_comm_overlap) a.add("--tp-comm-overlap");  // it needs SP: a framework rule
   if (p.recompute == Recompute::kSelective) a.add("--recompute-granularity", "selective");
   if (p.recompute == Recompute::kFull) {
     a.add("--recompute-granularity", "full");

@@ -21,7 +21,7 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 fw = j["framework"]
 assert fw["name"] == "megatron" and fw["given"] is False, fw
-assert len(fw["rules_applied"]) == 2 and all(r["rule"] for r in fw["rules_applied"]), fw
+assert len(fw["rules_applied"]) == 4 and all(r["rule"] for r in fw["rules_applied"]), fw
 # The framework's warnings; estimate adds how sure its numbers are (reports/uncertainty.h).
 number = {"profile-not-fitted", "regime-sparse", "no-error-band", "outside-calibration"}
 codes = [w["code"] for w in j["warnings"] if w["code"] not in number]
@@ -29,7 +29,7 @@ assert codes == ["framework-cannot-run"], codes
 assert "torchtitan can (--framework torchtitan)" in j["warnings"][0]["message"], j["warnings"]
 PY
   "$bin" $cmd "${gpipe[@]}" > "$cmd.txt" || fail "$cmd: text exit $?"
-  grep -q '^framework megatron (the default; --framework refuses what a framework cannot run): 2 rules applied, 1 warning(s)$' "$cmd.txt" ||
+  grep -q '^framework megatron (the default; --framework refuses what a framework cannot run): 4 rules applied, 1 warning(s)$' "$cmd.txt" ||
     fail "$cmd: no framework line: $(grep -i framework "$cmd.txt")"
   grep -q '^  warning \[framework-cannot-run\]: megatron cannot run this plan' "$cmd.txt" ||
     fail "$cmd: no warning line"
@@ -48,7 +48,7 @@ import json
 j = json.load(open('$cmd.tt.json'))
 assert j['framework']['name'] == 'torchtitan' and j['framework']['given'] is True, j['framework']
 number = {'profile-not-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
-assert len(j['framework']['rules_applied']) == 3, j
+assert len(j['framework']['rules_applied']) == 4, j
 assert [w for w in j['warnings'] if w['code'] not in number] == [], j" ||
     fail "$cmd: torchtitan JSON"
   passed=$((passed + 1))

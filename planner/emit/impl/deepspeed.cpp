@@ -154,18 +154,17 @@ ArgList mds_args(const EmitInput& in) {
     a.refuse(
         "DeepSpeed accumulates bf16 gradients in fp32 without ZeRO and pipelining "
         "(deepspeed/runtime/engine.py:1344@v0.16.5); the plan keeps 16-bit gradients");
+  if (p.pp > 1 && p.recompute == Recompute::kFull && p.recompute_layers > 0)
+    a.refuse(
+        "Megatron-DeepSpeed's pipeline model recomputes all layers or none "
+        "(GPTModelPipe, megatron/model/gpt_model.py:446-452@f4157be): --recompute-layers "
+        "would turn recomputation off");
   if (p.rank_order != RankOrder::kTpCpEpDpPp)
     a.refuse(
         fmt::format("Megatron-DeepSpeed numbers ranks its own way (megatron/core/"
                     "parallel_state.py@f4157be has no order option); the plan's rank order "
                     "is {}",
                     to_string(p.rank_order)));
-  if (p.pp > 1 && p.recompute == Recompute::kFull && p.recompute_layers > 0)
-    a.refuse(
-        "Megatron-DeepSpeed's pipeline model recomputes uniformly or not at all "
-        "(GPTModelPipe, megatron/model/gpt_model.py:446-452@f4157be): --recompute-layers "
-        "would turn recomputation off");
-  if (p.ep_comm_overlap) lacks("expert-parallel communication overlap");
   a.add("--deepspeed");
   a.add("--deepspeed_config", "ds_config.json");
   a.add("--zero-stage", p.zero);  // :1487

@@ -322,8 +322,6 @@ Resolved resolve(const EmitInput& in, const FrameworkVersion& v) {
           "torchtitan's float8 grouped GEMMs for experts run without PP and CP only "
           "(torchtitan/components/quantization/float8.py:193-198@v0.2.2)");
   }
-  if (p.ep_comm_overlap)
-    refuse("torchtitan has no switch for overlapping expert-parallel all-to-all with compute");
   if (is_main(v) && p.etp != 1)
     refuse(
         "torchtitan main has no expert tensor parallelism (expert_tensor_parallel_degree was "
