@@ -156,18 +156,29 @@ struct Emitted {
   std::vector<EmittedFile> files;
 };
 
-Emitted emit_case(const LaunchCase& c, const std::string& format,
-                  const std::string& job = "dtplan") {
+// The case's model, cluster, workload and plan (files empty).
+Emitted setup(const LaunchCase& c) {
   Emitted e{load_model(c.model), load_cluster(c.profile, c.gpus), {}, c.plan, {}};
   e.work.seq_len = c.seq;
   e.work.global_batch = c.plan.gbs;
   e.work.precision = c.precision;
   e.work.fp8_recipe = c.recipe;
+  return e;
+}
+
+EmitInput input_of(const Emitted& e) {
   EmitInput in;
   in.model = &e.model;
   in.cluster = &e.cluster;
   in.work = &e.work;
   in.plan = &e.plan;
+  return in;
+}
+
+Emitted emit_case(const LaunchCase& c, const std::string& format,
+                  const std::string& job = "dtplan") {
+  Emitted e = setup(c);
+  EmitInput in = input_of(e);
   in.job_name = job;
   const IEmitter* em = find_emitter(format);
   EXPECT_NE(em, nullptr) << format;
@@ -407,16 +418,8 @@ TEST(Emitters, TorchtitanStagesByModuleName) {
 // (torchtitan/config/manager.py:48@b5bcd76); tokens instead of batch sizes (configs.py:37-51).
 TEST(Emitters, TorchtitanMainWritesAPythonConfig) {
   const LaunchCase& c = case_named("llama3.1-405b_1024xh100_cp");
-  Emitted e{load_model(c.model), load_cluster(c.profile, c.gpus), {}, c.plan, {}};
-  e.work.seq_len = c.seq;
-  e.work.global_batch = c.plan.gbs;
-  e.work.precision = c.precision;
-  e.work.fp8_recipe = c.recipe;
-  EmitInput in;
-  in.model = &e.model;
-  in.cluster = &e.cluster;
-  in.work = &e.work;
-  in.plan = &e.plan;
+  Emitted e = setup(c);
+  EmitInput in = input_of(e);
   in.version = "main";
   const IEmitter* em = find_emitter("torchtitan");
   ASSERT_EQ(em->refusal(in), "");
@@ -612,19 +615,8 @@ TEST(Emitters, GoldenRefusalsNameTheirSource) {
   for (const auto& c : cases())
     for (const std::string& format : emitter_names()) {
       if (std::find(c.formats.begin(), c.formats.end(), format) != c.formats.end()) continue;
-      ModelSpec m = load_model(c.model);
-      Cluster cl = load_cluster(c.profile, c.gpus);
-      Workload w;
-      w.seq_len = c.seq;
-      w.global_batch = c.plan.gbs;
-      w.precision = c.precision;
-      w.fp8_recipe = c.recipe;
-      EmitInput in;
-      in.model = &m;
-      in.cluster = &cl;
-      in.work = &w;
-      in.plan = &c.plan;
-      const std::string why = find_emitter(format)->refusal(in);
+      const Emitted e = setup(c);
+      const std::string why = find_emitter(format)->refusal(input_of(e));
       EXPECT_NE(why, "") << c.id << " " << format << " is not in the golden set but emits";
       EXPECT_NE(why.find('@'), std::string::npos) << c.id << " " << format << ": " << why;
       ++refusals;
