@@ -120,7 +120,9 @@ ModelSpec import_hf_config(const std::string& path, const std::string& name) {
     std::string type = rs->opt_string("rope_type").value_or("");
     if (auto t = rs->opt_string("type"); type.empty() && t) type = *t;
     RopeSpec& e = m.rope;
-    if (type == "llama3") {
+    if (type == "default") {
+      // transformers' name for unscaled rotary embeddings (modeling_rope_utils.py).
+    } else if (type == "llama3") {
       e.scaling = RopeScaling::kLlama3;
       e.low_freq_factor = rs->get_double("low_freq_factor", 0);
       e.high_freq_factor = rs->get_double("high_freq_factor", 0);
@@ -135,8 +137,10 @@ ModelSpec import_hf_config(const std::string& path, const std::string& name) {
       y.fail("rope_scaling", fmt::format("rope type '{}' is not modelled (llama3 and yarn are)",
                                          type.empty() ? "(absent)" : type));
     }
-    e.factor = rs->get_double("factor", 0);
-    e.original_max_seq = rs->get_int("original_max_position_embeddings");
+    if (e.scaling != RopeScaling::kNone) {
+      e.factor = rs->get_double("factor", 0);
+      e.original_max_seq = rs->get_int("original_max_position_embeddings");
+    }
   }
 
   if (deepseek && y.has("kv_lora_rank")) {

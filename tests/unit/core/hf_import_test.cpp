@@ -139,5 +139,29 @@ TEST(HfImport, NameDefaultsToFolderOfConfigJson) {
   EXPECT_FALSE(m.tied_embeddings);
 }
 
+// Expectation: transformers' rope type "default" is unscaled rotary (modeling_rope_utils.py);
+// a Qwen2 config gets its Q/K/V biases and no q/k norm, a Qwen3 one the reverse (the modeling
+// files, not config fields, decide both).
+TEST(HfImport, RopeDefaultAndQwenAttentionFlavours) {
+  const std::string base = R"("hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+      "num_key_value_heads":2,"intermediate_size":128,"vocab_size":100,
+      "max_position_embeddings":256)";
+  ModelSpec d = import_hf_config(write_temp(
+      "rope_default.json",
+      "{\"model_type\":\"llama\"," + base + R"(,"rope_scaling":{"rope_type":"default"}})"));
+  EXPECT_EQ(d.rope.scaling, RopeScaling::kNone);
+  ModelSpec q2 =
+      import_hf_config(write_temp("qwen2.json", "{\"model_type\":\"qwen2\"," + base + "}"));
+  EXPECT_TRUE(q2.qkv_bias);
+  EXPECT_FALSE(q2.qk_norm);
+  ModelSpec q3 =
+      import_hf_config(write_temp("qwen3.json", "{\"model_type\":\"qwen3\"," + base + "}"));
+  EXPECT_FALSE(q3.qkv_bias);
+  EXPECT_TRUE(q3.qk_norm);
+  // Q/K/V biases: q (4 x 16) + k and v (2 x 16 each) per layer; q/k norms: 2 x head_dim.
+  EXPECT_EQ(count_params(q2).total() - count_params(d).total(), 2 * (64 + 2 * 32));
+  EXPECT_EQ(count_params(q3).total() - count_params(d).total(), 2 * (2 * 16));
+}
+
 }  // namespace
 }  // namespace dtplan
