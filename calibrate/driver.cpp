@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <exception>
+#include <filesystem>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -144,6 +146,18 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
   const std::string signature =
       fmt::format("backend={} ranks={} {}", o.backend, world.size(), o.sweep.signature());
   std::unique_ptr<Journal> journal;
+  // A scratch journal goes with the run on every way out, errors included (issue #21: a refused
+  // replay used to leave it behind); a named or live one stays for --resume.
+  struct ScratchJournal {
+    bool active;
+    const std::string& path;
+    std::unique_ptr<Journal>& journal;
+    ~ScratchJournal() {
+      if (!active || std::uncaught_exceptions() == 0) return;
+      journal.reset();
+      std::remove(path.c_str());
+    }
+  } scratch_cleanup{scratch_journal && world.is_root(), journal_path, journal};
   std::string done(tasks.size(), '0');
   if (world.is_root()) {
     journal = std::make_unique<Journal>(journal_path, signature, o.resume);
@@ -258,10 +272,29 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
   }
   r.collective_fits = fit_collectives(r.measurements);
 
-  write_file_atomic(o.out, calibrated_profile_yaml(base_path, base, r));
-  // The written profile must load as any other (a failure here is a bug, reported as such).
-  HardwareProfile check = load_profile_file(o.out);
+  // The profile must load as any other before anything is written (issue #21: measurements that
+  // fit to out-of-range numbers used to leave a profile that failed its own check, and the
+  // journal, behind). The check reads a private copy.
+  const std::string profile_text = calibrated_profile_yaml(base_path, base, r);
+  {
+    const std::string probe =
+        (std::filesystem::temp_directory_path() /
+         fmt::format("dtplan-calibrated-check-{}-{}.yaml", ::getpid(), world.rank()))
+            .string();
+    write_file_atomic(probe, profile_text);
+    try {
+      load_profile_file(probe);
+    } catch (const InputError& e) {
+      std::remove(probe.c_str());
+      throw InputError({}, replaying ? "--input" : "--out",
+                       fmt::format("the measurements fit to a profile that does not load, so "
+                                   "nothing was written: {}",
+                                   e.reason()));
+    }
+    std::remove(probe.c_str());
+  }
   write_file_atomic(summary_path, calibration_summary_markdown(base, r, o.out));
+  write_file_atomic(o.out, profile_text);
   if (scratch_journal) {
     journal.reset();
     std::remove(journal_path.c_str());
@@ -284,7 +317,6 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
     fmt::print("{} {} n{}: {} regime(s), R^2 {:.4f}, max residual {:.1f}% over {} sizes\n",
                to_string(c.op), to_string(c.scope), c.group_size, c.segments.size(), c.r2,
                100 * c.max_rel_residual, c.points);
-  (void)check;
   return 0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -64,9 +65,17 @@ std::vector<Recorded> read_nccl_tests(const json& j, const std::string& path) {
     } else {
       throw fail(f, "neither out_of_place nor in_place results");
     }
-    const double us =
-        body->contains("time") ? body->at("time").get<double>() : body->value("cpu_time", 0.0);
-    if (!(us > 0)) throw fail(f + ".time", "must be > 0");
+    // nccl-tests writes "nan" (a string) for a size it could not time; a measurement outside
+    // [0.001, 1e11] us would fit to an out-of-range profile (the CSV reader's bounds).
+    const char* key = body->contains("time") ? "time" : "cpu_time";
+    const json& t = body->contains(key) ? body->at(key) : json();
+    if (!t.is_number()) throw fail(f + "." + key, "must be a number of microseconds");
+    const double us = t.get<double>();
+    if (!(us >= 1e-3 && us <= 1e11))
+      throw fail(f + "." + key, fmt::format("must lie in [0.001, 1e11] microseconds, got {}", us));
+    if (!r.contains("size") || !r["size"].is_number_integer() || r["size"].get<int64_t>() < 1 ||
+        r["size"].get<int64_t>() > int64_t{10'000'000'000'000})
+      throw fail(f + ".size", "must be a whole number of bytes in [1, 1e13]");
     Recorded rec;
     Measurement& m = rec.measurement;
     m.task.kind = TaskKind::kCollective;
@@ -132,6 +141,15 @@ std::vector<Recorded> read_csv(const std::string& text, const std::string& path)
       throw InputError(SourceLocation{path, no, 1}, cols[col],
                        fmt::format("'{}' is not a number", f[col]));
     };
+    // A count: a whole number in [lo, hi] (a double past 2^63 would not convert).
+    auto count = [&](size_t col, double lo, double hi) -> int64_t {
+      const double v = num(col);
+      if (!(v >= lo && v <= hi) || v != std::floor(v))
+        throw InputError(
+            SourceLocation{path, no, 1}, cols[col],
+            fmt::format("must be a whole number in [{:.0f}, {:.0f}], got {}", lo, hi, f[col]));
+      return static_cast<int64_t>(v);
+    };
     Recorded rec;
     Measurement& m = rec.measurement;
     if (f[0] == "gemm") {
@@ -139,9 +157,10 @@ std::vector<Recorded> read_csv(const std::string& text, const std::string& path)
       auto p = parse_precision(f[1]);
       if (!p) throw InputError(SourceLocation{path, no, 1}, "precision", "unknown precision");
       m.task.precision = *p;
-      m.task.m = static_cast<int64_t>(num(2));
-      m.task.n = static_cast<int64_t>(num(3));
-      m.task.k = static_cast<int64_t>(num(4));
+      // GEMM sides up to 2^24, far past any layer's (hidden 2^20 is the model bound).
+      m.task.m = count(2, 1, 1 << 24);
+      m.task.n = count(3, 1, 1 << 24);
+      m.task.k = count(4, 1, 1 << 24);
     } else if (f[0] == "collective") {
       m.task.kind = TaskKind::kCollective;
       if (!parse_collective_op(f[5], m.task.op))
@@ -149,14 +168,19 @@ std::vector<Recorded> read_csv(const std::string& text, const std::string& path)
                          fmt::format("unknown collective '{}'", f[5]));
       if (!parse_scope(f[6], m.task.scope))
         throw InputError(SourceLocation{path, no, 1}, "scope", "expected intra_node or inter_node");
-      m.task.group_size = static_cast<int>(num(7));
-      m.task.bytes = static_cast<int64_t>(num(8));
+      m.task.group_size = static_cast<int>(count(7, 2, 1 << 20));
+      m.task.bytes = count(8, 1, 1e13);  // 10 TB: past any collective's buffer
     } else {
       throw InputError(SourceLocation{path, no, 1}, "kind",
                        fmt::format("expected gemm or collective, got '{}'", f[0]));
     }
-    m.time_s = num(9) * 1e-6;
-    if (!(m.time_s > 0)) throw InputError(SourceLocation{path, no, 1}, "time_us", "must be > 0");
+    // A kernel takes at least a few nanoseconds (the launch alone is microseconds) and no
+    // measurement of a sweep runs for days: [1e-3 us, 1e11 us] keeps the fits finite.
+    const double us = num(9);
+    if (!(us >= 1e-3 && us <= 1e11))
+      throw InputError(SourceLocation{path, no, 1}, "time_us",
+                       fmt::format("must lie in [0.001, 1e11] microseconds, got {}", f[9]));
+    m.time_s = us * 1e-6;
     out.push_back(rec);
   }
   if (cols.empty()) throw InputError(SourceLocation{path, 0, 0}, "", "empty CSV file");
