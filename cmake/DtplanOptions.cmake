@@ -4,7 +4,16 @@ add_library(dtplan_warnings INTERFACE)
 target_compile_options(dtplan_warnings INTERFACE -Wall -Wextra -Werror -Wshadow -Wnon-virtual-dtor)
 
 add_library(dtplan_sanitize INTERFACE)
-if(DTPLAN_SANITIZE)
+if(DTPLAN_FUZZ)
+  # libFuzzer targets (fuzz/): every library is instrumented for coverage and checked by ASan and
+  # UBSan; only the fuzzers link the fuzzer's main.
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "DTPLAN_FUZZ needs clang (-DCMAKE_CXX_COMPILER=clang++)")
+  endif()
+  target_compile_options(dtplan_sanitize INTERFACE -fsanitize=fuzzer-no-link,address,undefined
+                                                   -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(dtplan_sanitize INTERFACE -fsanitize=address,undefined)
+elseif(DTPLAN_SANITIZE)
   target_compile_options(dtplan_sanitize INTERFACE -fsanitize=address,undefined
                                                    -fno-omit-frame-pointer -fno-sanitize-recover=all)
   target_link_options(dtplan_sanitize INTERFACE -fsanitize=address,undefined)

@@ -4,6 +4,7 @@
 set -euo pipefail
 packages=(
   g++ cmake ninja-build make pkg-config python3 python3-venv shellcheck clang-format chromium
+  clang libclang-rt-14-dev
   libyaml-cpp-dev libfmt-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libopenmpi-dev openmpi-bin

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, clang with ASan + UBSan) and runs each for SECONDS
+# (default 60), seeded with the repository's own inputs (zoo models, profiles, clusters, HF
+# fixtures, the bad-input corpus). A crash, a sanitizer report, an exception other than
+# InputError, or an input that takes over 10 s fails the run; findings land in build-fuzz/findings.
+#   bash scripts/fuzz.sh [SECONDS]
+set -euo pipefail
+seconds=${1:-60}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+build=build-fuzz
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DDTPLAN_FUZZ=ON -DDTPLAN_BUILD_TESTS=OFF -DDTPLAN_BUILD_BENCH=OFF -DDTPLAN_CUDA=OFF \
+  -DDTPLAN_MPI=OFF > /dev/null || { echo "FAIL: configuring the fuzz build"; exit 1; }
+cmake --build "$build" --target fuzzers
+export DTPLAN_DATA_DIR="$repo"
+mkdir -p "$build/findings"
+seed() {  # seed TARGET FILES...: a fresh corpus folder from the repository's files
+  local dir="$build/corpus/$1"
+  shift
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp "$@" "$dir"/ 2> /dev/null || true
+}
+seed fuzz_model_yaml models/*.yaml tests/e2e/bad_inputs/m_*.yaml
+seed fuzz_hf_config tests/fixtures/hf/*.json tests/e2e/bad_inputs/hf_*.json
+seed fuzz_profile_yaml hardware_profiles/*.yaml tests/e2e/bad_inputs/p_*.yaml
+seed fuzz_cluster_yaml examples/clusters/*.yaml tests/e2e/bad_inputs/c_*.yaml
+total=0
+for t in fuzz_model_yaml fuzz_hf_config fuzz_profile_yaml fuzz_cluster_yaml; do
+  log="$build/$t.log"
+  if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      "$build/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+      -max_len=65536 -artifact_prefix="$build/findings/$t-" -print_final_stats=1 \
+      "$build/corpus/$t" > "$log" 2>&1; then
+    tail -40 "$log"
+    echo "FAIL: $t found a crash, hang or sanitizer report (see $build/findings)"
+    exit 1
+  fi
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  echo "$t: ${runs:-?} executions in ${seconds} s, no finding"
+  total=$((total + ${runs:-0}))
+done
+echo "fuzz: $total executions in all, no finding"
