@@ -13,6 +13,10 @@ if(DTPLAN_FUZZ)
   target_compile_options(dtplan_sanitize INTERFACE -fsanitize=fuzzer-no-link,address,undefined
                                                    -fno-omit-frame-pointer -fno-sanitize-recover=all)
   target_link_options(dtplan_sanitize INTERFACE -fsanitize=address,undefined)
+elseif(DTPLAN_TSAN)
+  # ThreadSanitizer for the multi-threaded search and refine (tests/unit/planner).
+  target_compile_options(dtplan_sanitize INTERFACE -fsanitize=thread -fno-omit-frame-pointer)
+  target_link_options(dtplan_sanitize INTERFACE -fsanitize=thread)
 elseif(DTPLAN_SANITIZE)
   target_compile_options(dtplan_sanitize INTERFACE -fsanitize=address,undefined
                                                    -fno-omit-frame-pointer -fno-sanitize-recover=all)

@@ -104,6 +104,14 @@ std::vector<LaunchCase> cases() {
        8192,
        {"megatron"},
        Precision::kFp8},
+      // The same in bf16 on a pipeline: Megatron-DeepSpeed's engine too (FP8 it refuses).
+      {"llama3-70b_64xh100_pp2",
+       "llama3-70b",
+       "dgx-h100",
+       64,
+       make_plan(8, 2, 1, 4, 1, 1, 1, Recompute::kFull, 1, 512, "1f1b"),
+       8192,
+       {"megatron", "deepspeed"}},
       // Mixtral 8x7B with expert parallelism, fully sharded (Megatron-FSDP).
       {"mixtral-8x7b_64xh100_ep",
        "mixtral-8x7b",
