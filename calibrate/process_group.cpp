@@ -22,7 +22,7 @@ static std::string local_hostname() {
 // Whether a launcher started this process as one rank of several (Open MPI's mpirun, a PMI or
 // PMIx launcher such as srun --mpi=pmix or MPICH's hydra). A process started alone does not
 // initialize MPI at all.
-static bool launched_by_mpi() {
+[[maybe_unused]] static bool launched_by_mpi() {  // used with MPI only
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
     if (std::getenv(v)) return true;
   return false;
