@@ -114,11 +114,15 @@ struct OpenMark {
   int line, column;  // 1-based
 };
 
-bool starts_scalar(const std::string& line, size_t i) {
+// Whether the quote at text[i] starts a scalar: only blanks since the line's start
+// (`line_start`), or an indicator before it. Bounded by the line's start, so scanning a long
+// single-line JSON file stays linear (issue #21: a copy of the line per quote made it
+// quadratic).
+bool starts_scalar(const std::string& text, size_t line_start, size_t i) {
   size_t j = i;
-  while (j > 0 && (line[j - 1] == ' ' || line[j - 1] == '\t')) --j;
-  if (j == 0) return true;
-  const char prev = line[j - 1];
+  while (j > line_start && (text[j - 1] == ' ' || text[j - 1] == '\t')) --j;
+  if (j == line_start) return true;
+  const char prev = text[j - 1];
   return prev == ':' || prev == '-' || prev == '[' || prev == '{' || prev == ',';
 }
 
@@ -132,7 +136,6 @@ struct QuotedSpan {
 // or swallows the next lines into a syntax error, the opening quote is the place to report.
 std::vector<QuotedSpan> quoted_spans(const std::string& text) {
   std::vector<QuotedSpan> spans;
-  std::string line;
   int line_no = 1;
   size_t line_start = 0;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -147,8 +150,7 @@ std::vector<QuotedSpan> quoted_spans(const std::string& text) {
       continue;
     }
     if (ch != '"' && ch != '\'') continue;
-    const std::string prefix = text.substr(line_start, i - line_start);
-    if (!starts_scalar(prefix + ch, prefix.size())) continue;
+    if (!starts_scalar(text, line_start, i)) continue;
     QuotedSpan span{{ch, line_no, static_cast<int>(i - line_start) + 1}, 0};
     int l = line_no;
     size_t j = i + 1;
