@@ -236,6 +236,7 @@ const IPipelineSchedule* schedule_of(const StageTimes& st, const Plan& p) {
 PipelineTime pipeline_time(StageTimes& st, const IPipelineSchedule* sched, const Plan& p,
                            bool rank_ends) {
   PipelineInput in{st.pp, p.vpp, st.mb, st.f.data(), st.b.data(), st.wg.data(), st.t_p2p};
+  in.uneven_split = p.uneven_pp;
   if (!rank_ends) return sched->time(in);
   in.rank_end_s = st.rank_end.data();
   in.rank_grad_start_s = st.rank_grad_start.data();

@@ -30,6 +30,9 @@ struct PipelineInput {
   // One point-to-point exchange between neighbouring ranks (already charged per pass inside
   // f and b as the steady state batches them); a schedule adds what its fill and drain pay.
   double p2p_s = 0;
+  // The plan may split its layers unevenly (Plan::uneven_pp: the first and last stages take
+  // fewer), which makes the interior ranks the slowest.
+  bool uneven_split = false;
   // Optional outputs, p entries each, that time() fills when set: when rank i's last task ends
   // and when its last weight-gradient task starts (the bucketed data-parallel reduction starts
   // with it), from the step's first forward.

@@ -28,36 +28,52 @@ class OneFOneB final : public IPipelineSchedule {
     return t;
   }
   bool rendezvous_sends() const override { return true; }
-  // With m >= p micro-batches: m t_max + (sum of t_i - t_max). With fewer, a rank's warm-up
-  // forwards hide part of the round trip through the ranks after it: the step is the longest
-  // path through some rank j, max_j [sum_{i<j} t_i + m t_j + max(0, sum_{i>j} t_i -
-  // min(p-j-1, m-1) F_j)] (t_i = F_i + B_i + W_i) [derived from the order below; equal to its
-  // timeline for equal stages, within 1% of it with the embedding and head on the end ranks,
-  // uneven splits and exchanges: SchedulePlugins.OneFOneBFollowsItsOrder, StepCostsProperty].
+  // The step is the longest path through some rank j (t_i = F_i + B_i + W_i, R_j = sum_{i>j}
+  // t_i the round trip through the ranks after it): the fill and drain through the ranks
+  // before it, its m micro-batches, and what its warm-up hides of the round trip. With
+  // m >= p, max_j [sum_{i<j} t_i + m t_j + max(0, R_j - (p-j-1) F_j) + max(0, R_j - (p-j-1)
+  // (B_j + W_j))]: its first backward waits for the round trip less its p-j-1 warm-up forwards,
+  // its last for the same less its p-j-1 cool-down backwards (in the steady state a round
+  // trip hides behind a forward and a backward). With m < p, max_j [sum_{i<j} t_i + m t_j +
+  // max(0, R_j - min(p-j-1, m-1) F_j)]. Both equal m t_max + (sum of t_i - t_max) when the
+  // last rank is the slowest, and (m + p - 1) t for equal stages [derived from the order
+  // below; within 1% of its timeline with the embedding and head on the end ranks, uneven
+  // splits (a heavier interior, where m t_max + sum - t_max overstated the step by up to
+  // 1.3%) and exchanges: SchedulePlugins.OneFOneBFollowsItsOrder, StepCostsProperty].
   // Rank i's last backward ends the backward passes and sends of the ranks before it earlier
   // than rank 0's, the step's last task; its window is a micro-batch's whole backward, which
   // the bucketed gradient reduction overlaps.
   PipelineTime time(const PipelineInput& in) const override {
     PipelineTime t;
-    if (in.m >= in.p) {
-      t = pipeline_time_with_bubble(in, 1.0);
-    } else {
-      double sum = 0, t_max = 0;
-      for (int i = 0; i < in.p; ++i) sum += in.f[i] + in.b[i] + in.w[i];
-      double before = 0;
-      for (int j = 0; j < in.p; ++j) {
-        const double tj = in.f[j] + in.b[j] + in.w[j];
-        const double after = sum - before - tj;
-        const double hidden = std::min(in.p - j - 1, in.m - 1) * in.f[j];
-        t.total_s = std::max(t.total_s, before + in.m * tj + std::max(0.0, after - hidden));
-        t_max = std::max(t_max, tj);
-        before += tj;
-      }
-      t.bubble_s = std::max(0.0, t.total_s - in.m * t_max);
+    double sum = 0, t_max = 0, before = 0;
+    for (int i = 0; i < in.p; ++i) {
+      const double ti = in.f[i] + in.b[i] + in.w[i];
+      sum += ti;
+      t_max = std::max(t_max, ti);
     }
+    const double t_last = in.f[in.p - 1] + in.b[in.p - 1] + in.w[in.p - 1];
+    // The last rank the slowest: the path through it, m t_max + (sum - t_max), is the longest.
+    const bool last_slowest = in.m >= in.p && t_last >= t_max;
+    if (last_slowest) t.total_s = in.m * t_max + (sum - t_max);
+    for (int j = 0; j < in.p && !last_slowest; ++j) {
+      const double tj = in.f[j] + in.b[j] + in.w[j];
+      const double after = sum - before - tj;  // the round trip through the ranks after j
+      double path = before + in.m * tj;
+      if (in.m >= in.p) {
+        // Rank j's first backward waits for the round trip less its p-j-1 warm-up forwards;
+        // its last for the same round trip less its p-j-1 cool-down backwards.
+        path += std::max(0.0, after - (in.p - j - 1) * in.f[j]) +
+                std::max(0.0, after - (in.p - j - 1) * (in.b[j] + in.w[j]));
+      } else {
+        path += std::max(0.0, after - std::min(in.p - j - 1, in.m - 1) * in.f[j]);
+      }
+      t.total_s = std::max(t.total_s, path);
+      before += tj;
+    }
+    t.bubble_s = std::max(0.0, t.total_s - in.m * t_max);
     // The last backward wave: rank i's pass (b_i + w_i less the exchanges charged inside it),
     // then its send to rank i - 1.
-    double before = 0;
+    before = 0;
     for (int i = 0; i < in.p; ++i) {
       const double sends = in.p > 1 ? pipeline_exchanges_per_pass(i, in.p, in.v) * in.p2p_s : 0.0;
       const double pass = in.b[i] + in.w[i] - sends;

@@ -140,13 +140,14 @@ TEST(Heterogeneous, SimulatorAgreesWithTheClosedForm) {
     const des::StepSimResult r = des::simulate_step(m, mixed, w, p, /*link_sharing=*/false);
     EXPECT_LT(rel(r.estimate.step_time_s, r.analytic_step_s), 0.01) << p.describe();
   }
-  // The A100 group first: the slowest stage is the first, and 1F1B's closed form (m max t +
-  // sum t - max t) is an upper bound on the timeline, which hides part of the fill and drain.
+  // The A100 group first: the slowest stage is the first, whose warm-up forwards hide part of
+  // the round trip through the faster ranks after it; 1F1B's closed form (the longest path
+  // through some rank, schedule/impl/one_f_one_b.cpp) counts only what they do not hide.
+  // (Until 2026-12-02 it took m max t + sum t - max t, an upper bound up to 10% above.)
   const Cluster a100_first = groups_of({{"dgx-a100-80g", 1}, {"dgx-h100", 3}});
   const Plan p = plan(8, 4, 1, 0, 64);
   const des::StepSimResult r = des::simulate_step(m, a100_first, w, p, /*link_sharing=*/false);
-  EXPECT_LE(r.estimate.step_time_s, r.analytic_step_s * (1 + 1e-9));
-  EXPECT_GT(r.estimate.step_time_s, 0.9 * r.analytic_step_s);
+  EXPECT_LT(rel(r.estimate.step_time_s, r.analytic_step_s), 0.01);
 }
 
 // Every stage's memory against its own GPU: an A100 40GB group and an A100 80GB group.
