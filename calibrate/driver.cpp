@@ -125,8 +125,8 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
   auto session = backend->open(o.backend_options, world);
   Environment env = session->environment();
   // Every rank must build the same sweep: take the smallest buffer any rank may allocate.
-  env.max_collective_bytes =
-      static_cast<int64_t>(-world.max(-static_cast<double>(env.max_collective_bytes)));
+  env.max_collective_bytes = static_cast<int64_t>(
+      -world.max(-static_cast<double>(env.max_collective_bytes), "the sweep set-up"));
 
   // A replaying session defines its own tasks; a measuring one runs the standard sweep.
   std::vector<Task> tasks = session->recorded_tasks();
@@ -168,7 +168,7 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
     for (size_t i = 0; i < tasks.size(); ++i)
       if (journal->has(tasks[i].key())) done[i] = '1';
   }
-  done = world.broadcast(done);
+  done = world.broadcast(done, "the journal check");
   const size_t reused = static_cast<size_t>(std::count(done.begin(), done.end(), '1'));
   if (world.is_root())
     fmt::print(stderr, "dtplan calibrate: {} task(s) on {} rank(s), {} host(s); {} already in {}\n",
@@ -229,7 +229,7 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
               again += fmt::format("{} ", i);
         }
       }
-      again = world.broadcast(again);
+      again = world.broadcast(again, "the re-measurement list");
       std::istringstream in(again);
       size_t i = 0, n = 0;
       while (in >> i) {
@@ -246,7 +246,7 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
             n);
     }
   }
-  world.quiet_barrier();
+  world.quiet_barrier("the end of the measurements");
   if (!world.is_root()) return 0;
 
   CalibrationResult r;

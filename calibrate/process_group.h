@@ -15,8 +15,10 @@ namespace dtplan::calibrate {
 class ProcessGroup {
  public:
   // Initializes MPI (MPI_THREAD_MULTIPLE, so the watchdog may abort) when built with it and
-  // started by an MPI launcher.
-  ProcessGroup(int* argc, char*** argv);
+  // started by an MPI launcher. `timeout_s` bounds MPI's start-up and every host collective
+  // below (the calibration's --timeout-s): a rank that does not arrive in time is named and the
+  // job ends with exit code 3.
+  ProcessGroup(int* argc, char*** argv, double timeout_s = 300);
   ~ProcessGroup();  // finalizes MPI if this object initialized it
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -38,18 +40,27 @@ class ProcessGroup {
   std::vector<int> group_members(CommScope scope, int n) const;
   bool mpi() const { return mpi_; }
 
-  void barrier() const;
+  // Host collectives. Each first waits, at most timeout_s, for every rank to arrive at `what`
+  // (arrive()), so a stopped or dead rank is named instead of hanging the job.
+  void barrier(const char* what = "a barrier") const;
   // A barrier that sleeps while it waits, so idle ranks leave the cores to the one measuring.
-  void quiet_barrier() const;
-  std::string broadcast(const std::string& from_root) const;  // root's string on every rank
-  double max(double v) const;                                 // over all ranks
-  bool any(bool v) const;                                     // logical or over all ranks
+  void quiet_barrier(const char* what = "a barrier") const;
+  // Root's string on every rank.
+  std::string broadcast(const std::string& from_root, const char* what = "a broadcast") const;
+  double max(double v, const char* what = "a reduction") const;  // over all ranks
+  bool any(bool v, const char* what = "a reduction") const;      // logical or over all ranks
+  // Every rank checks in with rank 0 before `what`. Rank 0 waits timeout_s for them, then
+  // names every rank that has not arrived (host and GPU where known) and ends the job (exit 3);
+  // the others wait for rank 0's go-ahead longer (timeout_s + max(5 s, timeout_s)), so a
+  // missing peer is named by rank 0, and rank 0 by them when rank 0 itself is the one stopped.
+  void arrive(const char* what) const;
   // Ends every process (MPI_Abort), or this one when alone; used by the watchdog and on errors.
   [[noreturn]] void abort(int code) const;
   // "rank 3 (host node07, GPU 3)", for error messages.
   std::string where() const;
 
  private:
+  double timeout_s_ = 300;
   bool mpi_ = false;
   bool initialized_here_ = false;
   int rank_ = 0, size_ = 1, local_rank_ = 0;

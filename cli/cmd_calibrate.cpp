@@ -49,7 +49,8 @@ void register_calibrate(CLI::App& app, CommandContext& ctx) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   cmd->add_option("--timeout-s", o.timeout_s,
-                  "abort when one measurement takes longer (a hung collective)")
+                  "abort when one measurement, MPI start-up or a rank's arrival at a host "
+                  "collective takes longer (a hung collective, a stopped rank)")
       ->check(finite_range(0.001, 1e6))
       ->capture_default_str();
   cmd->add_option("--input", o.backend_options.inputs,
@@ -102,7 +103,7 @@ void register_calibrate(CLI::App& app, CommandContext& ctx) {
           fmt::format(
               "unknown backend '{}'{}", o.backend,
               did_you_mean(o.backend, Registry<calibrate::ICalibrationBackend>::global().names())));
-    calibrate::ProcessGroup world(nullptr, nullptr);
+    calibrate::ProcessGroup world(nullptr, nullptr, o.timeout_s);
     try {
       ctx.exit_code = calibrate::run_calibration(o, world);
     } catch (const InputError& e) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/, clang with ASan + UBSan) and runs each for SECONDS
 # (default 60), seeded with the repository's own inputs (zoo models, profiles, clusters, HF
-# fixtures, the bad-input corpus). A crash, a sanitizer report, an exception other than
+# fixtures, what-if files, recorded measurements, fuzz/seeds/, the bad-input corpus). A crash, a sanitizer report, an exception other than
 # InputError, or an input that takes over 10 s fails the run; findings land in build-fuzz/findings.
 #   bash scripts/fuzz.sh [SECONDS]
 set -euo pipefail
@@ -26,8 +26,15 @@ seed fuzz_model_yaml models/*.yaml tests/e2e/bad_inputs/m_*.yaml
 seed fuzz_hf_config tests/fixtures/hf/*.json tests/e2e/bad_inputs/hf_*.json
 seed fuzz_profile_yaml hardware_profiles/*.yaml tests/e2e/bad_inputs/p_*.yaml
 seed fuzz_cluster_yaml examples/clusters/*.yaml tests/e2e/bad_inputs/c_*.yaml
+seed fuzz_case_yaml fuzz/seeds/cases_v*.yaml tests/e2e/bad_inputs/a_*.yaml
+seed fuzz_whatif_yaml examples/whatif/*.yaml tests/e2e/bad_inputs/w_*.yaml
+seed fuzz_search_json fuzz/seeds/search_*.json
+seed fuzz_recorded tests/e2e/data/*.journal tests/fixtures/calibrate/* tests/e2e/bad_inputs/cal/*
+seed fuzz_journal tests/e2e/data/*.journal
+targets="fuzz_model_yaml fuzz_hf_config fuzz_profile_yaml fuzz_cluster_yaml fuzz_case_yaml
+  fuzz_whatif_yaml fuzz_search_json fuzz_recorded fuzz_journal"
 total=0
-for t in fuzz_model_yaml fuzz_hf_config fuzz_profile_yaml fuzz_cluster_yaml; do
+for t in $targets; do
   log="$build/$t.log"
   if ! ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       "$build/fuzz/$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \

@@ -75,7 +75,7 @@ class CudaSession : public ICalibrationSession {
       NCCL_OK(ncclGetUniqueId(&id));
       raw.assign(reinterpret_cast<const char*>(&id), sizeof(id));
     }
-    raw = world.broadcast(raw);
+    raw = world.broadcast(raw, "the NCCL communicator set-up");
     std::copy(raw.begin(), raw.end(), reinterpret_cast<char*>(&id));
     NCCL_OK(ncclCommInitRank(&world_comm_, world.size(), id, world.rank()));
   }

@@ -10,7 +10,10 @@
 #  2. a run killed mid-way (SIGKILL to the whole launcher process group) resumes with --resume,
 #     keeps every earlier measurement and duplicates none;
 #  3. a hung collective (one rank stalls, DTPLAN_CPU_BACKEND_STALL) is stopped by the watchdog
-#     with an error naming the operation, size, group, host and GPU.
+#     with an error naming the operation, size, group, host and GPU;
+#  4. a rank stopped at start-up, or before the final barrier (DTPLAN_TEST_STALL_AT), is named by
+#     rank 0 and the job ends with exit 3 within the timeout; a stopped rank 0 is named by the
+#     others (issue #21).
 # Skips (77) when dtplan was built without MPI or mpirun is missing.
 set -euo pipefail
 dtplan=$1
@@ -146,4 +149,22 @@ grep -q "all_reduce of 8192 bytes in a group of 2 rank(s) (intra_node) did not c
   || { echo "FAIL: the watchdog error does not name the operation"; cat "$work/w.err"; exit 1; }
 # Whichever rank's watchdog fires first reports (the stalled one or its peer, by timing).
 grep -qE "rank [0-9]+ \(host .*, GPU [0-9]+\)" "$work/w.err" || { echo "FAIL: no host/GPU in the error"; cat "$work/w.err"; exit 1; }
+echo "== 4. a stopped rank is named at start-up and at the final barrier"
+stopped() {  # stopped RANK:WHAT EXPECTED-REGEX: the run must exit 3 and print EXPECTED
+  local start=$(date +%s) rc=0
+  DTPLAN_TEST_STALL_AT="$1" setsid "${mpi[@]}" "$dtplan" calibrate --backend cpu --profile cpu-host \
+    --quick --ops all_reduce --out "$work/s.yaml" --timeout-s 2 > /dev/null 2> "$work/s.err" || rc=$?
+  rm -f "$work/s.yaml.journal"
+  local took=$(( $(date +%s) - start ))
+  echo "   $1: exit $rc after $took s"
+  [[ $rc -ne 0 ]] || { echo "FAIL: a run with a stopped rank ($1) exited 0"; exit 1; }
+  [[ $took -lt 60 ]] || { echo "FAIL: the stopped rank ($1) was noticed only after $took s"; exit 1; }
+  grep -qE "$2" "$work/s.err" || { echo "FAIL: the error does not name the stopped rank ($1)"; cat "$work/s.err"; exit 1; }
+  [[ -f "$work/s.yaml" ]] && { echo "FAIL: a run with a stopped rank wrote a profile"; exit 1; }
+  return 0
+}
+stopped "1:start-up" "rank 0 \(host [^)]*\): rank 1 did not reach start-up within 2 s"
+stopped "0:start-up" "rank 1 \(host [^)]*\): rank 0 \(host [^)]*\) did not let start-up go ahead"
+stopped "1:the end of the measurements" \
+  "rank 0 \(host .*, GPU 0\): rank 1 \(host [^)]*\) did not reach the end of the measurements within 2 s"
 echo "calibrate_mpi: all checks passed"
