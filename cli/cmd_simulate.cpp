@@ -1,7 +1,12 @@
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <memory>
+#include <string_view>
 #include <unordered_map>
 
 #include "cli/commands.h"
@@ -18,6 +23,42 @@
 namespace dtplan::cli {
 
 namespace {
+
+// Half of this machine's memory, in GiB: the default --max-memory-gib.
+double default_memory_budget_gib() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 8;
+  return 0.5 * static_cast<double>(pages) * static_cast<double>(page) / (1024.0 * 1024 * 1024);
+}
+
+// "simulating: 42% of 2.9 M events, about 12 s left" on stderr, rewritten in place at most
+// five times a second, when stderr is a terminal.
+class ProgressLine {
+ public:
+  ProgressLine() : enabled_(isatty(STDERR_FILENO) != 0), start_(clock::now()), last_(start_) {}
+  bool enabled() const { return enabled_; }
+  void update(uint64_t done, double total) {
+    const auto now = clock::now();
+    if (now - last_ < std::chrono::milliseconds(200)) return;
+    last_ = now;
+    const double el = std::chrono::duration<double>(now - start_).count();
+    const double frac = total > 0 ? std::min(1.0, static_cast<double>(done) / total) : 0;
+    const double left = frac > 0 ? el * (1 - frac) / frac : 0;
+    fmt::print(stderr, "\r\033[Ksimulating: {:.0f}% of about {:.3g} events, about {:.0f} s left",
+               100 * frac, total, left);
+    shown_ = true;
+  }
+  void clear() {
+    if (shown_) fmt::print(stderr, "\r\033[K");
+    shown_ = false;
+    start_ = last_ = clock::now();
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  bool enabled_, shown_ = false;
+  clock::time_point start_, last_;
+};
 
 // --trace-ranks: 'all' or GPU ids and ranges ("0-7,64"), as simulated ranks (indices of
 // StepSimResult::gpus); a GPU that is not simulated is refused with the reason.
@@ -60,6 +101,8 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
   static double jitter = 0;
   static int64_t seed = 1;
   static int max_ranks = des::kMaxAllRanks;
+  static double max_events = 5e8, max_memory_gib = default_memory_budget_gib();
+  static bool force = false;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
   add_resilience_options(*cmd, spec);
@@ -91,6 +134,17 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
                   "finish: without symmetry, e.g. with --jitter, every replica is simulated)")
       ->check(CLI::Range(1, 2097151))
       ->capture_default_str();
+  cmd->add_option("--max-events", max_events,
+                  "Budget: refuse a simulation estimated to take more events than this (about "
+                  "1.5 M events/s on one core) unless --force")
+      ->check(finite_range(1, 1e15))
+      ->capture_default_str();
+  cmd->add_option("--max-memory-gib", max_memory_gib,
+                  "Budget: refuse a simulation estimated to hold more memory than this (default: "
+                  "half of this machine's memory) unless --force")
+      ->check(finite_range(0.001, 1e9))
+      ->capture_default_str();
+  cmd->add_flag("--force", force, "Run a simulation beyond --max-events or --max-memory-gib");
   const char* fg = "Faults (docs/simulator.md)";
   cmd->add_option("--slow-gpu", slow_gpu,
                   "RANK:FACTOR: that GPU's kernels take FACTOR times longer (repeatable); its "
@@ -166,18 +220,45 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
     faults.slow_links = parse_pairs(slow_link, "--slow-link", "NODE");
     faults.jitter_sigma = jitter;
     faults.seed = static_cast<uint64_t>(seed);
+    // The budget, checked once the simulator knows the ranks it will run, and progress with an
+    // estimated time left on a terminal (issue #21).
+    des::SimHooks hooks;
+    des::SimCost estimated;
+    hooks.before_run = [&](const des::SimCost& c) {
+      estimated = c;
+      const double gib = c.memory_bytes / (1024.0 * 1024 * 1024);
+      const char* flag = c.events > max_events ? "--max-events" : "--max-memory-gib";
+      if (!force && (c.events > max_events || gib > max_memory_gib))
+        throw InputError(
+            {}, flag,
+            fmt::format("this simulation would run about {:.3g} events ({:.3g} tasks on {:.0f} "
+                        "simulated rank(s)) and hold about {:.1f} GiB{}, beyond the budget of "
+                        "{:.3g} events and {:.1f} GiB; pass --force to run it anyway, or "
+                        "simulate fewer ranks (--ranks stage), fewer micro-batches (--gbs) or "
+                        "no trace",
+                        c.events, c.tasks, c.ranks, gib, trace.empty() ? "" : " with the trace",
+                        max_events, max_memory_gib));
+    };
+    ProgressLine progress;
+    if (progress.enabled())
+      hooks.progress = [&](uint64_t done, const des::SimCost& c) {
+        progress.update(done, c.events);
+      };
     des::SimOptions so;
+    so.hooks = &hooks;
     so.link_sharing = contention == "on";
     so.record_trace = !trace.empty();
     so.all_ranks = ranks == "all";
     so.max_ranks = max_ranks;
     des::StepSimResult s = des::simulate_step(r.model, r.cluster, r.workload, r.plan, so, faults);
+    progress.clear();
     // The same step without the faults, to say what they cost.
     double clean_step_s = s.estimate.step_time_s;
     if (!faults.empty()) {
       so.record_trace = false;
       clean_step_s =
           des::simulate_step(r.model, r.cluster, r.workload, r.plan, so).estimate.step_time_s;
+      progress.clear();
     }
     if (!trace.empty()) {
       const std::vector<int> shown = trace_ranks.empty()
@@ -185,20 +266,35 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
                                          : parse_trace_ranks(trace_ranks, s, ranks == "all");
       const std::vector<des::TraceProcess> processes = des::trace_processes(s, r.plan.pp, shown);
       const bool proto = trace.ends_with(".pftrace") || trace.ends_with(".perfetto-trace");
-      std::string text =
-          proto ? des::trace_proto(s.trace, processes) : des::trace_json(s.trace, processes);
-      const size_t json_bytes = text.size();
-      if (!proto && trace.ends_with(".gz")) text = gzip(text);
-      write_file_atomic(trace, text);
+      const bool gz = !proto && trace.ends_with(".gz");
+      // Streamed to the file as it is laid out (issue #21: a large trace's text no longer sits
+      // in memory whole); the file appears complete or not at all.
+      AtomicFileWriter out(trace);
+      uint64_t text_bytes = 0;
+      std::unique_ptr<GzipStream> zip;
+      if (gz) zip = std::make_unique<GzipStream>([&](std::string_view z) { out.write(z); });
+      const des::TraceSink sink = [&](std::string_view piece) {
+        text_bytes += piece.size();
+        if (zip)
+          zip->write(piece);
+        else
+          out.write(piece);
+      };
+      if (proto)
+        des::write_trace_proto(s.trace, processes, sink);
+      else
+        des::write_trace_json(s.trace, processes, sink);
+      if (zip) zip->finish();
+      const uint64_t file_bytes = out.bytes_written();
+      out.commit();
+      const auto json_bytes = static_cast<size_t>(text_bytes);
       auto size = [](double bytes) {
         return bytes < 1e6 ? fmt::format("{:.0f} kB", bytes / 1e3)
                            : fmt::format("{:.1f} MB", bytes / 1e6);
       };
       fmt::print(stderr, "wrote {} ({}{}; {} GPU(s) in {} process(es)){}\n", trace,
-                 size(static_cast<double>(text.size())),
-                 text.size() != json_bytes
-                     ? fmt::format(", {} of JSON", size(static_cast<double>(json_bytes)))
-                     : "",
+                 size(static_cast<double>(file_bytes)),
+                 gz ? fmt::format(", {} of JSON", size(static_cast<double>(json_bytes))) : "",
                  shown.size(), processes.size(),
                  json_bytes > 100'000'000
                      ? "; large traces load slowly in ui.perfetto.dev (--trace-ranks selects "
@@ -210,6 +306,9 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
       j["evaluator"] = "des";
       j["analytic_step_time_s"] = s.analytic_step_s;
       j["simulated_events"] = s.events;
+      // What the budget was checked against (--max-events, --max-memory-gib).
+      j["estimated_events"] = estimated.events;
+      j["estimated_memory_gib"] = estimated.memory_bytes / (1024.0 * 1024 * 1024);
       j["simulated_ranks"] = s.ranks;
       j["distinct_simulated_ranks"] = s.simulated_ranks;  // after the symmetry reduction
       j["independent_replica_groups"] = s.replica_groups;

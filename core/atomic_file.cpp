@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 
 #include "core/error.h"
 
@@ -113,7 +114,8 @@ void install_cleanup_handlers() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_signal);
 }
 
-void write_file_atomic(const std::string& path, const std::string& content, unsigned mode) {
+AtomicFileWriter::AtomicFileWriter(const std::string& path, unsigned mode)
+    : path_(path), mode_(mode) {
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
@@ -123,17 +125,80 @@ void write_file_atomic(const std::string& path, const std::string& content, unsi
     throw InputError({path, 0, 0}, "", "is a folder; give a file name");
   if (!fs::is_directory(dir, ec))
     throw InputError({path, 0, 0}, "", fmt::format("folder '{}' does not exist", dir.string()));
-  int slot = -1;
-  const std::string tmp = write_temp(dir, target.filename().string(), content, mode, path, slot);
-  // rename(2) replaces a symlink at `path` itself, never the file it points to.
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    untrack(slot);
-    throw InputError({path, 0, 0}, "", fmt::format("cannot replace file: {}", why));
+  dir_ = dir.string();
+  tmp_ = (dir / fmt::format(".{}.tmp.XXXXXX", target.filename().string())).string();
+  fd_ = ::mkstemp(tmp_.data());
+  if (fd_ < 0)
+    throw InputError({path, 0, 0}, "", fmt::format("cannot write: {}", std::strerror(errno)));
+  tmp_exists_ = true;
+  slot_ = track(tmp_, 2);
+  buffer_.reserve(1 << 20);
+}
+
+AtomicFileWriter::~AtomicFileWriter() { discard(); }
+
+void AtomicFileWriter::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  if (tmp_exists_) ::unlink(tmp_.c_str());
+  fd_ = -1;
+  tmp_exists_ = false;
+  untrack(slot_);
+  slot_ = -1;
+}
+
+void AtomicFileWriter::flush_buffer() {
+  size_t done = 0;
+  while (done < buffer_.size()) {
+    const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      discard();
+      throw InputError({path_, 0, 0}, "", fmt::format("write failed: {}", why));
+    }
+    done += static_cast<size_t>(n);
   }
-  untrack(slot);
-  fsync_dir(dir);
+  written_ += buffer_.size();
+  buffer_.clear();
+}
+
+void AtomicFileWriter::write(std::string_view data) {
+  if (fd_ < 0) throw std::logic_error("AtomicFileWriter: write after commit or failure");
+  if (buffer_.size() + data.size() > (1u << 20)) flush_buffer();
+  if (data.size() > (1u << 20)) {
+    buffer_.assign(data);
+    flush_buffer();
+    return;
+  }
+  buffer_.append(data);
+}
+
+void AtomicFileWriter::commit() {
+  if (fd_ < 0) throw std::logic_error("AtomicFileWriter: commit after commit or failure");
+  flush_buffer();
+  if (::fchmod(fd_, umasked(mode_)) != 0 || ::fsync(fd_) != 0 || ::close(fd_) != 0) {
+    const std::string why = std::strerror(errno);
+    fd_ = -1;
+    discard();
+    throw InputError({path_, 0, 0}, "", fmt::format("write failed: {}", why));
+  }
+  fd_ = -1;
+  // rename(2) replaces a symlink at `path` itself, never the file it points to.
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    discard();
+    throw InputError({path_, 0, 0}, "", fmt::format("cannot replace file: {}", why));
+  }
+  tmp_exists_ = false;
+  untrack(slot_);
+  slot_ = -1;
+  fsync_dir(dir_);
+}
+
+void write_file_atomic(const std::string& path, const std::string& content, unsigned mode) {
+  AtomicFileWriter out(path, mode);
+  out.write(content);
+  out.commit();
 }
 
 std::string write_files_atomic(const std::string& dir, const std::vector<OutputFile>& files) {

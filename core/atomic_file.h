@@ -10,7 +10,9 @@
 //   SIGINT, SIGTERM and SIGHUP.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,6 +21,31 @@ namespace dtplan {
 // Throws InputError naming the path and the reason (folder missing, permission, disk full).
 // `mode` as for open(2), less the umask.
 void write_file_atomic(const std::string& path, const std::string& content, unsigned mode = 0666);
+
+// A file written in pieces (a large trace), with write_file_atomic's guarantees: nothing at
+// `path` changes until commit(); an object destroyed without commit() (an error, an
+// exception) removes its temporary. Writes are buffered (1 MiB). Errors throw InputError
+// naming the path.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const std::string& path, unsigned mode = 0666);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  void write(std::string_view data);
+  void commit();
+  uint64_t bytes_written() const { return written_ + buffer_.size(); }
+
+ private:
+  void flush_buffer();
+  void discard() noexcept;
+  std::string path_, dir_, tmp_;
+  unsigned mode_;
+  int fd_ = -1, slot_ = -1;
+  bool tmp_exists_ = false;
+  std::string buffer_;
+  uint64_t written_ = 0;
+};
 
 struct OutputFile {
   std::string name;  // a plain file name inside the folder

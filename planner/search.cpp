@@ -611,9 +611,10 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
                   valid_batches.push_back(j);
               const long invalid =
                   static_cast<long>(batches.size()) - static_cast<long>(valid_batches.size());
-              auto memory_at = [&](size_t j) {
-                p.gbs = works[batches[j]].global_batch;
-                return evaluator.peak_memory(m, c, works[batches[j]], p);
+              // (A structured binding is named through a reference: clang 14 cannot capture one.)
+              auto memory_at = [&, &batch_list = batches](size_t j) {
+                p.gbs = works[batch_list[j]].global_batch;
+                return evaluator.peak_memory(m, c, works[batch_list[j]], p);
               };
               const std::optional<double> low =
                   valid_batches.empty() ? std::nullopt : memory_at(valid_batches.back());

@@ -54,6 +54,7 @@ uint64_t Engine::run(double until_s) {
     ++n;
     ++processed_;
     handlers_[e.handler]->on_event(*this, e.kind, e.payload);
+    if ((processed_ & 0xffff) == 0 && progress_) progress_(processed_);
   }
   return n;
 }

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -39,6 +40,9 @@ class Engine {
   // Returns the number of events processed by this call.
   uint64_t run(double until_s = std::numeric_limits<double>::infinity());
 
+  // Called with events_processed() every 2^16 events (a progress display); empty: none.
+  void set_progress(std::function<void(uint64_t)> f) { progress_ = std::move(f); }
+
   double now() const { return now_; }
   bool empty() const { return heap_.empty(); }
   uint64_t events_processed() const { return processed_; }
@@ -62,6 +66,7 @@ class Engine {
   double now_ = 0;
   uint64_t seq_ = 0;
   uint64_t processed_ = 0;
+  std::function<void(uint64_t)> progress_;
 };
 
 }  // namespace dtplan::des

@@ -64,13 +64,25 @@ uint64_t ns(double s) { return static_cast<uint64_t>(std::llround(std::max(0.0, 
 
 std::string trace_proto(const std::vector<TraceEvent>& trace,
                         const std::vector<TraceProcess>& processes) {
+  std::string out;
+  write_trace_proto(trace, processes, [&](std::string_view piece) { out += piece; });
+  return out;
+}
+
+void write_trace_proto(const std::vector<TraceEvent>& trace,
+                       const std::vector<TraceProcess>& processes, const TraceSink& sink) {
   const TraceLayout l = trace_layout(trace, processes);
   auto process_uuid = [](size_t i) { return static_cast<uint64_t>(i + 1) << 20; };
   auto thread_uuid = [&](size_t i, size_t k) { return process_uuid(i) | (k + 1); };
   std::string out, packet, inner, sub;
+  // Packets go to the sink in pieces of about 1 MiB.
   auto emit = [&] {
     put_bytes(out, kTracePacket, packet);
     packet.clear();
+    if (out.size() >= (1u << 20)) {
+      sink(out);
+      out.clear();
+    }
   };
   // Tracks: a process per entry, a thread per stream it uses (compute always).
   for (size_t i = 0; i < processes.size(); ++i) {
@@ -137,7 +149,7 @@ std::string trace_proto(const std::vector<TraceEvent>& trace,
     put_varint(packet, kPacketSequenceId, kSequence);
     emit();
   }
-  return out;
+  if (!out.empty()) sink(out);
 }
 
 }  // namespace dtplan::des

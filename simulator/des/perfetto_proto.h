@@ -17,5 +17,8 @@ namespace dtplan::des {
 
 std::string trace_proto(const std::vector<TraceEvent>& trace,
                         const std::vector<TraceProcess>& processes);
+// The same, streamed to `sink` in pieces (step_sim.h).
+void write_trace_proto(const std::vector<TraceEvent>& trace,
+                       const std::vector<TraceProcess>& processes, const TraceSink& sink);
 
 }  // namespace dtplan::des

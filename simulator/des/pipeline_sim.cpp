@@ -123,7 +123,12 @@ class Sim final : public Handler {
     post_after_send_.assign(static_cast<size_t>(p), 0);
   }
 
-  PipelineSimResult run() {
+  // `events_before`: events of earlier simulations of the same step (progress counts them all).
+  PipelineSimResult run(const SimCost* cost = nullptr, uint64_t events_before = 0) {
+    if (cost && in_.hooks && in_.hooks->progress)
+      engine_.set_progress([this, cost, events_before](uint64_t n) {
+        in_.hooks->progress(events_before + n, *cost);
+      });
     for (int s = 0; s < ranks_; ++s) post_receives(s);
     for (int s = 0; s < ranks_; ++s) try_start(s);
     engine_.run();
@@ -704,17 +709,37 @@ PipelineSimInput group_input(const PipelineSimInput& in, const std::vector<int>&
 
 }  // namespace
 
+SimCost sim_cost(double ranks, int v, int m, bool splits_weight_gradients, bool trace) {
+  SimCost c;
+  c.ranks = ranks;
+  c.tasks = ranks * v * static_cast<double>(m) * (splits_weight_gradients ? 3 : 2);
+  c.events = 3.5 * c.tasks;
+  c.memory_bytes = c.tasks * (64.0 + (trace ? 1024.0 : 0.0));
+  return c;
+}
+
 PipelineSimResult simulate_pipeline(const PipelineSimInput& in, const IPipelineSchedule& schedule,
                                     bool record_trace) {
   const int ranks = in.p * std::max(1, in.replicas);
+  auto cost_of = [&](double simulated) {
+    return sim_cost(simulated, in.v, in.m, schedule.splits_weight_gradients(), record_trace);
+  };
   if (!in.reduce_symmetry || in.replicas <= 1 || !in.hw ||
       static_cast<int>(in.gpu.size()) != ranks) {
+    const SimCost cost = cost_of(ranks);
+    if (in.hooks && in.hooks->before_run) in.hooks->before_run(cost);
     Sim sim(in, schedule, record_trace);
-    PipelineSimResult r = sim.run();
+    PipelineSimResult r = sim.run(&cost);
     r.simulated_ranks = ranks;
     return r;
   }
   const Reduction red = find_symmetry(in, schedule.v_shape());
+  double simulated = 0;
+  for (size_t g = 0; g < red.groups.size(); ++g)
+    if (red.kind[g] == static_cast<int>(g))
+      simulated += static_cast<double>(in.p) * static_cast<double>(red.groups[g].size());
+  const SimCost cost = cost_of(simulated);
+  if (in.hooks && in.hooks->before_run) in.hooks->before_run(cost);
   PipelineSimResult out;
   out.busy_s.assign(static_cast<size_t>(ranks), 0);
   out.send_blocked_s.assign(static_cast<size_t>(ranks), 0);
@@ -729,7 +754,7 @@ PipelineSimResult simulate_pipeline(const PipelineSimInput& in, const IPipelineS
     if (red.kind[g] == static_cast<int>(g)) {
       const PipelineSimInput sub = group_input(in, red.groups[g]);
       Sim sim(sub, schedule, record_trace);
-      kind_result[g] = sim.run();
+      kind_result[g] = sim.run(&cost, static_cast<uint64_t>(out.events));
       out.events += kind_result[g].events;
       out.simulated_ranks += sub.p * sub.replicas;
     }

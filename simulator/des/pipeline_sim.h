@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,26 @@ namespace dtplan::des {
 // up p-1..0, so the last rank hands chunk 0's output to its own chunk 1 and the loss is on
 // rank 0's chunk 1. ZB-V splits every backward; DualPipeV splits some and runs the others
 // whole or overlapped with a forward (one task, F + B + W long).
+
+// What a simulation will cost, estimated once the ranks to simulate are known and before the
+// first event (simulate's budget, issue #21). Per task (a forward, backward or weight-gradient
+// pass of one micro-batch chunk on one simulated rank): about 3.2 events (the task, its send
+// and its receive; 3.12 measured on Llama 3.1 405B TP8 PP16 VPP2 on 2,048 H100 at 128 to 8,192
+// micro-batches, 2026-12-02), rounded up to 3.5 for the reductions' flows; about 64 bytes of
+// state (20 measured), and with a trace about 1 KiB more (the events and their layout: 0.56
+// KiB measured writing JSON, 0.87 KiB writing protobuf).
+struct SimCost {
+  double ranks = 0;  // simulated ranks (after the symmetry reduction)
+  double tasks = 0, events = 0, memory_bytes = 0;
+};
+SimCost sim_cost(double ranks, int v, int m, bool splits_weight_gradients, bool trace);
+
+struct SimHooks {
+  // Called once with the estimate, before the first event; may throw to refuse the run.
+  std::function<void(const SimCost&)> before_run;
+  // Called every 2^16 events with the events processed so far (all simulations of the step).
+  std::function<void(uint64_t events, const SimCost&)> progress;
+};
 
 struct PipelineSimInput {
   int p = 1;  // pipeline ranks
@@ -77,6 +98,8 @@ struct PipelineSimInput {
   // one of each kind is simulated and its result copied to the others. Exact: the result equals
   // the full simulation (tests/unit/simulator/symmetry_test.cpp). false: simulate every replica.
   bool reduce_symmetry = true;
+  // Budget check and progress (optional).
+  const SimHooks* hooks = nullptr;
 };
 
 // Streams of a simulated rank, for the trace (one thread each).

@@ -166,6 +166,7 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   in.jitter_seed = faults.seed;
   in.reduce_symmetry = options.reduce_symmetry;
   const IPipelineSchedule* order = plan_schedule(p);
+  in.hooks = options.hooks;
   PipelineSimResult sim = simulate_pipeline(in, *order, record_trace);
   // Live activations: the timeline's peak per stage against the schedule's statement; each
   // stage's memory (the memory model's) with its activation term scaled by the ratio.
@@ -289,6 +290,13 @@ const char* trace_category(const TraceEvent& t) {
 
 std::string trace_json(const std::vector<TraceEvent>& trace,
                        const std::vector<TraceProcess>& processes) {
+  std::string out;
+  write_trace_json(trace, processes, [&](std::string_view piece) { out += piece; });
+  return out;
+}
+
+void write_trace_json(const std::vector<TraceEvent>& trace,
+                      const std::vector<TraceProcess>& processes, const TraceSink& sink) {
   const TraceLayout l = trace_layout(trace, processes);
   std::string out = "{\"traceEvents\":[\n";
   bool first = true;
@@ -296,6 +304,10 @@ std::string trace_json(const std::vector<TraceEvent>& trace,
     if (!first) out += ",\n";
     out += e;
     first = false;
+    if (out.size() >= (1u << 20)) {
+      sink(out);
+      out.clear();
+    }
   };
   for (size_t i = 0; i < processes.size(); ++i) {
     add(fmt::format(
@@ -308,7 +320,6 @@ std::string trace_json(const std::vector<TraceEvent>& trace,
             "\"{}\"}}}}",
             i, k, trace_thread_name(k)));
   }
-  std::string flows;
   for (size_t e = 0; e < trace.size(); ++e) {
     if (l.process[e] < 0) continue;
     const TraceEvent& t = trace[e];
@@ -320,15 +331,15 @@ std::string trace_json(const std::vector<TraceEvent>& trace,
         t.name, trace_category(t), pid, tid, ts, dur));
     // Flow arrows (Chrome trace "s"/"f" events) from a send to its receive, both shown.
     if (l.flow_shown[e])
-      flows += fmt::format(
-          ",\n{{\"ph\":\"{}\",\"name\":\"p2p\",\"cat\":\"pp\",\"id\":{},\"pid\":{},\"tid\":{},"
+      add(fmt::format(
+          "{{\"ph\":\"{}\",\"name\":\"p2p\",\"cat\":\"pp\",\"id\":{},\"pid\":{},\"tid\":{},"
           "\"ts\":{:.3f}{}}}",
           t.stream == StreamKind::kPpSend ? "s" : "f", t.flow, pid, tid,
           t.stream == StreamKind::kPpSend ? ts : ts + dur * 0.5,
-          t.stream == StreamKind::kPpSend ? "" : ",\"bp\":\"e\"");
+          t.stream == StreamKind::kPpSend ? "" : ",\"bp\":\"e\""));
   }
-  out += flows;
-  return out + "\n],\"displayTimeUnit\":\"ms\"}\n";
+  out += "\n],\"displayTimeUnit\":\"ms\"}\n";
+  sink(out);
 }
 
 std::string trace_json(const std::vector<TraceEvent>& trace, int ranks,

@@ -6,7 +6,9 @@
 // step and ZeRO-3's per-layer gathers are taken from the estimate.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/estimate.h"
@@ -71,6 +73,8 @@ struct SimOptions {
   bool reduce_symmetry = true;  // false: simulate every replica (the reference the tests use)
   // The estimator's cache for the step costs (per thread; none: computed afresh).
   EstimatorCache* cache = nullptr;
+  // Budget check and progress display (pipeline_sim.h); none: run whatever it costs, silently.
+  const SimHooks* hooks = nullptr;
 };
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             const SimOptions& options, const SimFaults& faults = {});
@@ -109,6 +113,11 @@ const char* trace_category(const TraceEvent& t);  // fwd, bwd, fwd+bwd, tp, cp, 
 // arrows ("s"/"f") from each pipeline send to its receive where both ends are shown.
 std::string trace_json(const std::vector<TraceEvent>& trace,
                        const std::vector<TraceProcess>& processes);
+// The same, streamed to `sink` in pieces of about 1 MiB (simulate --trace writes a large trace
+// to its file as it is laid out, without holding the whole text).
+using TraceSink = std::function<void(std::string_view)>;
+void write_trace_json(const std::vector<TraceEvent>& trace,
+                      const std::vector<TraceProcess>& processes, const TraceSink& sink);
 // Every simulated rank (0 .. ranks - 1), named by its stage (`pp`) and GPU.
 std::string trace_json(const std::vector<TraceEvent>& trace, int ranks,
                        const std::vector<int>& gpus = {}, int pp = 0);

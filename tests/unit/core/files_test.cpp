@@ -121,6 +121,42 @@ TEST(AtomicFile, ErrorsLeaveNothingBehind) {
   EXPECT_TRUE(entries(d).empty());
 }
 
+// A file written in pieces (simulate's streamed trace): the old content stays until commit(),
+// pieces larger and smaller than the 1 MiB buffer arrive in order, and an unfinished writer
+// (an exception on the way) leaves the old file and no temporary.
+TEST(AtomicFileWriter, WritesInPiecesAndCommitsOnce) {
+  const fs::path d = fresh_dir("writer");
+  const std::string path = (d / "trace.json").string();
+  write_file_atomic(path, "old");
+  std::string expected;
+  {
+    AtomicFileWriter w(path);
+    for (int i = 0; i < 5000; ++i) {
+      const std::string piece = std::to_string(i) + ",";
+      w.write(piece);
+      expected += piece;
+    }
+    const std::string big(3u << 20, 'x');  // over the buffer: written through
+    w.write(big);
+    expected += big;
+    w.write("end");
+    expected += "end";
+    EXPECT_EQ(slurp(path), "old");  // nothing replaced before commit()
+    EXPECT_EQ(w.bytes_written(), expected.size());
+    w.commit();
+  }
+  EXPECT_EQ(slurp(path), expected);
+  EXPECT_EQ(entries(d), std::vector<std::string>{"trace.json"});
+  try {
+    AtomicFileWriter w(path);
+    w.write(std::string(2u << 20, 'y'));
+    throw std::runtime_error("the trace writer failed half-way");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(slurp(path), expected);
+  EXPECT_EQ(entries(d), std::vector<std::string>{"trace.json"});
+}
+
 TEST(AtomicFileSet, NewFolderAndReplacementInOneStep) {
   const fs::path d = fresh_dir("set");
   const fs::path out = d / "run";
