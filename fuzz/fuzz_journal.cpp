@@ -8,6 +8,9 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = dtplan::fuzz::input_file(data, size, ".journal");
   return dtplan::fuzz::run([&] {
-    dtplan::calibrate::Journal j(path, "backend=cpu ranks=2 quick=1 ops=all sizes=1024-1073741824(default) max_gemm_gflop=1 precisions=all", /*resume=*/true);
+    dtplan::calibrate::Journal j(path,
+                                 "backend=cpu ranks=2 quick=1 ops=all "
+                                 "sizes=1024-1073741824(default) max_gemm_gflop=1 precisions=all",
+                                 /*resume=*/true);
   });
 }
