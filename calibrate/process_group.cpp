@@ -154,7 +154,7 @@ std::vector<int> ProcessGroup::group_members(CommScope scope, int n) const {
   return out;
 }
 
-void ProcessGroup::barrier(const char* what) const {
+void ProcessGroup::barrier([[maybe_unused]] const char* what) const {
 #ifdef DTPLAN_HAVE_MPI
   if (!mpi_) return;
   arrive(what);
@@ -162,7 +162,7 @@ void ProcessGroup::barrier(const char* what) const {
 #endif
 }
 
-void ProcessGroup::quiet_barrier(const char* what) const {
+void ProcessGroup::quiet_barrier([[maybe_unused]] const char* what) const {
 #ifdef DTPLAN_HAVE_MPI
   if (!mpi_) return;
   arrive(what);
@@ -177,7 +177,8 @@ void ProcessGroup::quiet_barrier(const char* what) const {
 #endif
 }
 
-std::string ProcessGroup::broadcast(const std::string& from_root, const char* what) const {
+std::string ProcessGroup::broadcast(const std::string& from_root,
+                                    [[maybe_unused]] const char* what) const {
 #ifdef DTPLAN_HAVE_MPI
   if (!mpi_) return from_root;
   arrive(what);
@@ -191,7 +192,7 @@ std::string ProcessGroup::broadcast(const std::string& from_root, const char* wh
 #endif
 }
 
-double ProcessGroup::max(double v, const char* what) const {
+double ProcessGroup::max(double v, [[maybe_unused]] const char* what) const {
 #ifdef DTPLAN_HAVE_MPI
   if (!mpi_) return v;
   arrive(what);
@@ -203,7 +204,7 @@ double ProcessGroup::max(double v, const char* what) const {
 #endif
 }
 
-bool ProcessGroup::any(bool v, const char* what) const {
+bool ProcessGroup::any(bool v, [[maybe_unused]] const char* what) const {
 #ifdef DTPLAN_HAVE_MPI
   if (!mpi_) return v;
   arrive(what);

@@ -39,6 +39,7 @@ class ProcessGroup {
   // every rank; a cross-node pair is local rank 0 of nodes 0 and 1. Empty when impossible.
   std::vector<int> group_members(CommScope scope, int n) const;
   bool mpi() const { return mpi_; }
+  double timeout_s() const { return timeout_s_; }
 
   // Host collectives. Each first waits, at most timeout_s, for every rank to arrive at `what`
   // (arrive()), so a stopped or dead rank is named instead of hanging the job.
