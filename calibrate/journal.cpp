@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -84,7 +85,33 @@ Measurement measurement_from_json_line(const std::string& line, const std::strin
   } catch (const json::exception& e) {
     throw InputError(loc, "", fmt::format("wrong type in measurement: {}", e.what()));
   }
-  if (!(m.time_s > 0)) throw InputError(loc, "time_s", "must be > 0");
+  if (!(m.time_s > 0) || !std::isfinite(m.time_s))
+    throw InputError(loc, "time_s", "must be a finite number > 0");
+  if (m.task.kind == TaskKind::kGemm && (m.task.m < 1 || m.task.n < 1 || m.task.k < 1))
+    throw InputError(loc,
+                     m.task.m < 1   ? "m"
+                     : m.task.n < 1 ? "n"
+                                    : "k",
+                     "GEMM dimensions must be >= 1");
+  if (m.task.kind == TaskKind::kCollective && (m.task.group_size < 1 || m.task.bytes < 1))
+    throw InputError(loc, m.task.group_size < 1 ? "group_size" : "bytes", "must be >= 1");
+  // The rate written beside the time (tflops, algbw_gbps) restates it: a line whose numbers
+  // disagree was changed after it was written (issue #21: a corrupted number used to be taken
+  // silently). The writer prints both with full precision (nlohmann's round-trip doubles).
+  auto agrees = [](double a, double b) { return std::abs(a - b) <= 1e-6 * std::abs(b); };
+  const char* rate = m.task.kind == TaskKind::kGemm ? "tflops" : "algbw_gbps";
+  if (j.contains(rate)) {
+    const json& r = j.at(rate);
+    const double stated = r.is_number() ? r.get<double>() : -1;
+    const double implied = m.task.kind == TaskKind::kGemm ? m.tflops() : m.algbw_gbps();
+    if (!agrees(stated, implied))
+      throw InputError(
+          loc, rate,
+          fmt::format("{} is {} but the line's sizes and time_s give {}: the measurement was "
+                      "changed after it was written; remove the line and rerun with --resume "
+                      "to measure it again",
+                      rate, r.dump(), implied));
+  }
   return m;
 }
 
