@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
     o.record_trace = true;
     const des::StepSimResult r = des::simulate_step(m, c, w, p, o);
     std::vector<int> all;
+    all.reserve(static_cast<size_t>(r.ranks));
     for (int k = 0; k < r.ranks; ++k) all.push_back(k);
     const std::string json = des::trace_json(r.trace, des::trace_processes(r, p.pp, all));
     const std::string gz = gzip(json);

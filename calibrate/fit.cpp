@@ -152,6 +152,7 @@ GemmFit fit_gemm(const std::vector<Measurement>& measurements, const HardwarePro
                                  "is this the right --profile for this device?",
                                  best_frac * peak / 1e12, to_string(precision), peak / 1e12));
   std::vector<double> t;
+  t.reserve(ms.size());
   for (const auto* m : ms) t.push_back(m->time_s);
   // Variables: logit of the max fraction (keeps it in (0, 1)) and log of the half-saturation.
   auto frac = [](double u) { return 1.0 / (1.0 + std::exp(-u)); };

@@ -186,6 +186,7 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       fmt::format_to(o, "{:<58} {:>11} {:>11} {:>8}\n", "case", "predicted s", "measured s",
                      "error");
       std::vector<const CaseResult*> shown;
+      shown.reserve(results.size());
       for (const auto& r : results) shown.push_back(&r);
       if (!verbose) {
         std::sort(shown.begin(), shown.end(), [](const CaseResult* a, const CaseResult* b) {

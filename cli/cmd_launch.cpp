@@ -148,6 +148,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
     // Paths on stdout, one per line (for scripts); what each file still needs on stderr.
     fmt::print(stderr, "{} launch files for {}\n", format, v.description);
     std::vector<OutputFile> set;
+    set.reserve(files.size());
     for (const EmittedFile& f : files) set.push_back({f.name, f.content, f.executable});
     // One set: a kill at any moment leaves the old files or the new ones (core/atomic_file.h).
     if (const std::string how = write_files_atomic(out_dir, set); !how.empty())

@@ -58,7 +58,7 @@ std::string apply_attention_kernel(const FrameworkProfile& f, HardwareProfile& h
 }
 
 std::string apply_framework_profile(const FrameworkProfile& f, HardwareProfile& hw) {
-  const std::string kernel = apply_attention_kernel(f, hw);
+  std::string kernel = apply_attention_kernel(f, hw);
   EfficiencyParams& e = hw.efficiency;
   const double x = f.compute_efficiency;
   e.gemm_max_fraction *= x;

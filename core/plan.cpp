@@ -176,7 +176,7 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
     add("--gbs",
         fmt::format("global batch ({}) is not divisible by mbs*dp = {}*{}", gbs, p.mbs, p.dp));
   if (p.sp && p.tp == 1) add("--sp", "sequence parallelism needs tp > 1");
-  if (p.cp > 1 && w.seq_len % (2 * p.cp) != 0)
+  if (p.cp > 1 && w.seq_len % (int64_t{2} * p.cp) != 0)
     add("--cp", fmt::format("sequence length ({}) is not divisible by 2*cp = {} (load-balanced "
                             "causal context parallelism splits each sequence into 2*cp chunks)",
                             w.seq_len, 2 * p.cp));

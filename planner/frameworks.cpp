@@ -202,6 +202,7 @@ const char* torchtitan_schedule_name(std::string_view schedule) {
 const std::vector<std::string>& torchtitan_schedules() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
+    n.reserve(std::size(kTorchtitanSchedules));
     for (const auto& s : kTorchtitanSchedules) n.emplace_back(s.first);
     return n;
   }();

@@ -167,7 +167,7 @@ struct Worker {
   }
   void add_top(Candidate c, int k) {
     auto pos = std::upper_bound(top.begin(), top.end(), c, better);
-    top.insert(pos, std::move(c));
+    top.insert(pos, c);
     if (static_cast<int>(top.size()) > k) top.pop_back();
   }
   // Inserts a point that no point dominates at its place `i`; the points after it with as much
@@ -181,17 +181,17 @@ struct Worker {
     if (!free_slots.empty()) {
       slot = free_slots.back();
       free_slots.pop_back();
-      pool[slot] = std::move(c);
+      pool[slot] = c;
     } else {
       slot = static_cast<uint32_t>(pool.size());
-      pool.push_back(std::move(c));
+      pool.push_back(c);
     }
     pareto.insert(pareto.begin() + static_cast<std::ptrdiff_t>(i), FrontPoint{t, mem, slot});
   }
   void offer_front(double t, double mem, Candidate c) {
     const size_t i = front_after(t, mem, c.plan);
     if (i > 0 && pareto[i - 1].mem <= mem) return;
-    add_front(i, t, mem, std::move(c));
+    add_front(i, t, mem, c);
   }
 
   // Keeps the plan if it enters the top K or the front; copies it (plan and estimate) only then.
@@ -607,7 +607,8 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
               for (size_t j = 0; j < batches.size(); ++j)
                 if (L.pp == 1 ||
                     sched.accepts_microbatches(
-                        L.pp, vpp, static_cast<int>(works[batches[j]].global_batch / (L.dp * mbs))))
+                        L.pp, vpp,
+                        static_cast<int>(works[batches[j]].global_batch / (int64_t{L.dp} * mbs))))
                   valid_batches.push_back(j);
               const long invalid =
                   static_cast<long>(batches.size()) - static_cast<long>(valid_batches.size());
@@ -769,6 +770,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
       1, opt.threads > 0 ? opt.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<Worker> workers(static_cast<size_t>(threads));
   std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads));
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       // Every threads-th layout is this worker's; with pruning, the most promising first, so
@@ -799,11 +801,11 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     all.evaluated += wk.evaluated;
     all.feasible += wk.feasible;
     for (auto& cnd : wk.top)
-      if (all.enters_top(cnd.objective, cnd.plan, top_k)) all.add_top(std::move(cnd), top_k);
-    for (const FrontPoint& q : wk.pareto) all.offer_front(q.t, q.mem, std::move(wk.pool[q.slot]));
+      if (all.enters_top(cnd.objective, cnd.plan, top_k)) all.add_top(cnd, top_k);
+    for (const FrontPoint& q : wk.pareto) all.offer_front(q.t, q.mem, wk.pool[q.slot]);
   }
   result.top = std::move(all.top);
-  for (const FrontPoint& q : all.pareto) result.pareto.push_back(std::move(all.pool[q.slot]));
+  for (const FrontPoint& q : all.pareto) result.pareto.push_back(all.pool[q.slot]);
   result.rejected = all.rejected;
   result.example = all.example;
   result.enumerated = all.enumerated;
@@ -860,16 +862,16 @@ void distinct_layouts_first(SearchResult& r, size_t k) {
   };
   std::vector<Candidate> first, rest;
   std::vector<decltype(key(Plan{}))> seen;
-  for (Candidate& c : r.top) {
+  for (const Candidate& c : r.top) {
     const auto kc = key(c.plan);
     if (std::find(seen.begin(), seen.end(), kc) == seen.end()) {
       seen.push_back(kc);
-      first.push_back(std::move(c));
+      first.push_back(c);
     } else {
-      rest.push_back(std::move(c));
+      rest.push_back(c);
     }
   }
-  for (Candidate& c : rest) first.push_back(std::move(c));
+  for (const Candidate& c : rest) first.push_back(c);
   if (first.size() > k) first.resize(k);
   r.top = std::move(first);
 }

@@ -196,9 +196,9 @@ struct Context {
   }
   std::string describe(double r) const {
     std::string s = fmt::format("{} tokens/s", count(r));
-    if (const double d = days_of(r))
+    if (const double d = days_of(r); d != 0)
       s += fmt::format(", {} days for {} tokens", days_text(d), count(*c.train_tokens));
-    if (const double m = mfu_of(r)) s += fmt::format(", {} MFU", pct(m));
+    if (const double m = mfu_of(r); m != 0) s += fmt::format(", {} MFU", pct(m));
     return s;
   }
 };
@@ -330,7 +330,8 @@ void check_pair(Context& x, const Rate& a, const Rate& b, double tol) {
     else
       msg += fmt::format("only {} GPUs at that {}", grouped(static_cast<long long>(need_gpus)),
                          a.code == "mfu" ? "MFU" : "rate");
-    if (const double m = x.mfu_of(b.tokens_per_s)) msg += fmt::format(", or an MFU of {}", pct(m));
+    if (const double m = x.mfu_of(b.tokens_per_s); m != 0)
+      msg += fmt::format(", or an MFU of {}", pct(m));
     if (b.code == "gpu_hours") msg = "";  // the GPU count is part of the GPU-hours: generic text
   }
   if (msg.empty())

@@ -129,7 +129,7 @@ std::vector<double> memory_row(const StageMemory& m) {
 
 std::string render_report_html(const ReportData& d) {
   std::string o;
-  o.reserve(256 * 1024);
+  o.reserve(size_t{256} * 1024);
   auto out = std::back_inserter(o);
   head(o, "dtplan report: " + d.title);
   fmt::format_to(out, "<h1>Capacity report: {}</h1>\n", e(d.title));
@@ -413,7 +413,7 @@ std::string render_report_html(const ReportData& d) {
 
 std::string render_whatif_html(const WhatifData& d) {
   std::string o;
-  o.reserve(128 * 1024);
+  o.reserve(size_t{128} * 1024);
   auto out = std::back_inserter(o);
   head(o, "dtplan what-if: " + d.title);
   fmt::format_to(

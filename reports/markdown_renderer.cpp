@@ -118,9 +118,10 @@ std::string render_report_markdown(const ReportData& d) {
       const Estimate& e = d.top[i].estimate;
       std::vector<std::string> r = {std::to_string(i + 1)};
       for (auto& s : plan_cells(d.top[i].plan)) r.push_back(s);
-      for (auto s : {fmt::format("{:.3f}", e.step_time_s), pct(e.mfu),
-                     fmt::format("{:.0f}", e.tokens_per_s_per_gpu),
-                     gib(e.memory_peak.total_bytes()), pct(e.comm_share), pct(e.bubble_fraction)})
+      for (const auto& s :
+           {fmt::format("{:.3f}", e.step_time_s), pct(e.mfu),
+            fmt::format("{:.0f}", e.tokens_per_s_per_gpu), gib(e.memory_peak.total_bytes()),
+            pct(e.comm_share), pct(e.bubble_fraction)})
         r.push_back(s);
       rows.push_back(r);
     }
@@ -229,6 +230,7 @@ std::string render_report_markdown(const ReportData& d) {
                          const std::vector<Derivation>& list) {
     o += heading;
     std::vector<std::vector<std::string>> rows;
+    rows.reserve(list.size());
     for (const auto& dv : list)
       rows.push_back({c(dv.quantity), c(dv.formula), c(dv.substituted), c(dv.result)});
     table(o, {"quantity", formula_header, "values", "result"}, rows);
@@ -285,7 +287,7 @@ std::string render_whatif_markdown(const WhatifData& d) {
     for (const auto& col : d.columns) r.push_back(c(get(col)));
     rows.push_back(r);
   };
-  auto num_row = [&](std::string name, const char* spec, auto get) {
+  auto num_row = [&](const std::string& name, const char* spec, auto get) {
     std::vector<std::string> r = {name};
     for (const auto& col : d.columns) {
       if (!col.found) {
@@ -303,7 +305,7 @@ std::string render_whatif_markdown(const WhatifData& d) {
         if (!std::isnan(b) && b != 0 && std::fabs(v - b) > 1e-12 * std::fabs(b)) {
           const double rel = (v - b) / std::fabs(b);
           cell += fmt::format(" ({:+.1f}%)", 100 * rel);
-          if (std::fabs(rel) >= 0.005) cell = "**" + cell + "**";
+          if (std::fabs(rel) >= 0.005) cell.insert(0, "**").append("**");
         }
       }
       r.push_back(cell);

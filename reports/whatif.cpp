@@ -48,7 +48,7 @@ std::vector<std::string> string_list(const YAML::Node& n, const std::string& fil
   auto one = [&](const YAML::Node& x) {
     if (!x.IsScalar())
       throw InputError(location_of(x, file), field, "expected a name or a list of names");
-    const std::string s = x.Scalar();
+    const std::string& s = x.Scalar();
     if (std::find(choices.begin(), choices.end(), s) == choices.end())
       throw InputError(location_of(x, file), field,
                        fmt::format("'{}' is not one of {}{}", s, fmt::join(choices, ", "),

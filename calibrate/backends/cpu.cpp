@@ -93,7 +93,7 @@ class CpuSession : public ICalibrationSession {
     e.precisions = {Precision::kFp32};
     // Three buffers per rank of the largest size, on the ranks sharing this host, with room
     // to spare; powers of two.
-    int64_t cap = mem_available_bytes() / (4 * std::max(1, world_.min_ranks_per_node()));
+    int64_t cap = mem_available_bytes() / (int64_t{4} * std::max(1, world_.min_ranks_per_node()));
     int64_t p2 = 1;
     while (p2 * 2 <= cap) p2 *= 2;
     e.max_collective_bytes = std::min<int64_t>(p2, int64_t{1} << 30);
@@ -126,8 +126,11 @@ class CpuSession : public ICalibrationSession {
                  k = static_cast<size_t>(t.k);
     std::vector<float> a(m * k, 1.0f), b(k * n, 0.5f), c(m * n, 0.0f);
     auto run = [&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t.m, t.n, t.k, 1.0f, a.data(), t.k,
-                  b.data(), t.n, 0.0f, c.data(), t.n);
+      // The sweep keeps GEMM dimensions far below 2^31 (max_gemm_gflop), BLAS's int.
+      const auto bm = static_cast<blasint>(t.m), bn = static_cast<blasint>(t.n),
+                 bk = static_cast<blasint>(t.k);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bm, bn, bk, 1.0f, a.data(), bk,
+                  b.data(), bn, 0.0f, c.data(), bn);
     };
     for (int i = 0; i < o_.warmup; ++i) run();
     std::vector<double> times;

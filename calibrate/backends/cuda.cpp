@@ -159,6 +159,7 @@ class CudaSession : public ICalibrationSession {
     };
     const int iters = static_cast<int>(std::clamp(1.0 / std::max(batch_ms(1), 1e-4), 1.0, 100.0));
     std::vector<double> times;
+    times.reserve(static_cast<size_t>(o_.repeats));
     for (int r = 0; r < o_.repeats; ++r) times.push_back(batch_ms(iters) * 1e-3 / iters);
     return median(times);
   }

@@ -201,7 +201,7 @@ ArgList megatron_model_args(const ModelSpec& m, const Workload& w) {
     a.add("--group-query-attention");
     a.add("--num-query-groups", m.kv_heads);
   }
-  if (m.head_dim * m.heads != m.hidden && !m.mla) a.add("--kv-channels", m.head_dim);
+  if (int64_t{m.head_dim} * m.heads != m.hidden && !m.mla) a.add("--kv-channels", m.head_dim);
   a.add("--seq-length", w.seq_len);
   a.add("--max-position-embeddings", m.max_seq);
   a.add("--vocab-size", m.vocab);

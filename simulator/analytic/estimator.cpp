@@ -312,7 +312,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
           std::max(group_optimizer_s, optimizer_step_s(*src.hw[gi], w.precision, p, ds.prm));
     const double slack = pipe.total_s - st.rank_end[si];
     const DpCost dc = consider(i, i, ds, slack);
-    const int run_end = (k + 1 < st.n_distinct ? st.distinct[static_cast<size_t>(k + 1)] : pp) - 1;
+    const int run_end = (k + 1 < st.n_distinct ? st.distinct[static_cast<size_t>(k) + 1] : pp) - 1;
     int least = i;
     for (int j = i + 1; j <= run_end; ++j)
       if (st.rank_end[static_cast<size_t>(j)] > st.rank_end[static_cast<size_t>(least)]) least = j;
@@ -540,6 +540,7 @@ std::vector<StageMemory> all_stage_memory(const ModelSpec& m, const Workload& w,
   const IPipelineSchedule* s = plan_schedule(p);
   if (!s) s = find_schedule("1f1b");
   std::vector<StageMemory> out;
+  out.reserve(static_cast<size_t>(p.pp));
   for (int i = 0; i < p.pp; ++i) out.push_back(stage_memory(m, w, p, *s, i));
   return out;
 }

@@ -334,7 +334,7 @@ struct EstimatorCache::Impl {
     if (last_key && same_layer_key(*last_key, p)) return *last_costs;
     LayerKey key = layer_key(p);
     auto it = layers.find(key);
-    if (it == layers.end()) it = layers.emplace(std::move(key), layer_costs(m, c, w, p)).first;
+    if (it == layers.end()) it = layers.emplace(key, layer_costs(m, c, w, p)).first;
     last_key = &it->first;
     last_costs = &it->second;
     return it->second;

@@ -226,7 +226,8 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
     if (m.moe)
       largest =
           std::max(largest, static_cast<double>(c.attention_per_layer + c.shared_per_moe_layer +
-                                                c.experts_per_moe_layer / (p.ep * p.etp)));
+                                                static_cast<double>(c.experts_per_moe_layer) /
+                                                    (static_cast<double>(p.ep) * p.etp)));
     s.buffers_bytes += (fp8 ? 6.0 : 4.0) * largest / p.tp;  // FP8 copy and transpose
   }
   return s;

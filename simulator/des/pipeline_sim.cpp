@@ -198,7 +198,9 @@ class Sim final : public Handler {
   }
 
  private:
-  size_t slot(int chunk, int mb) const { return static_cast<size_t>(chunk * in_.m + mb); }
+  size_t slot(int chunk, int mb) const {
+    return static_cast<size_t>(chunk) * static_cast<size_t>(in_.m) + static_cast<size_t>(mb);
+  }
 
   // Where the output of `pass` of `chunk` on rank `rank` goes (task_flow.h), on its replica.
   PipelineHop route(Pass pass, int rank, int chunk) const {
@@ -565,9 +567,12 @@ void replica_routes(const PipelineSimInput& in, const RailFabric& fabric,
                     const std::vector<std::vector<int>>& dests, int r, std::vector<uint64_t>& out) {
   const bool dp_flows = static_cast<int>(in.dp_s.size()) == in.p;
   for (int s = 0; s < in.p; ++s) {
-    const auto k = static_cast<size_t>(r * in.p + s);
+    const size_t k = static_cast<size_t>(r) * static_cast<size_t>(in.p) + static_cast<size_t>(s);
     for (int to : dests[static_cast<size_t>(s)]) {
-      fabric.route(in.gpu[k], in.gpu[static_cast<size_t>(r * in.p + to)], out);
+      fabric.route(
+          in.gpu[k],
+          in.gpu[static_cast<size_t>(r) * static_cast<size_t>(in.p) + static_cast<size_t>(to)],
+          out);
       out.push_back(kRouteEnd);
     }
     if (dp_flows && in.dp_s[static_cast<size_t>(s)] > 0 && k < in.dp_pred.size() &&
@@ -655,7 +660,7 @@ Reduction find_symmetry(const PipelineSimInput& in, bool v_shape) {
     rename.clear();
     for (int r : out.groups[g]) {
       for (int st = 0; st < p; ++st) {
-        const auto k = static_cast<size_t>(r * p + st);
+        const size_t k = static_cast<size_t>(r) * static_cast<size_t>(p) + static_cast<size_t>(st);
         sig.push_back(k < in.slowdown.size() ? bits(in.slowdown[k]) : bits(1.0));
         const int full = static_cast<size_t>(r) < in.replica_index.size()
                              ? in.replica_index[static_cast<size_t>(r)]
@@ -697,7 +702,7 @@ PipelineSimInput group_input(const PipelineSimInput& in, const std::vector<int>&
                                     ? in.replica_index[static_cast<size_t>(r)]
                                     : r);
     for (int st = 0; st < in.p; ++st) {
-      const auto k = static_cast<size_t>(r * in.p + st);
+      const size_t k = static_cast<size_t>(r) * static_cast<size_t>(in.p) + static_cast<size_t>(st);
       sub.gpu.push_back(in.gpu[k]);
       if (k < in.dp_pred.size()) sub.dp_pred.push_back(in.dp_pred[k]);
       if (k < in.dp_succ.size()) sub.dp_succ.push_back(in.dp_succ[k]);

@@ -261,7 +261,8 @@ TraceLayout trace_layout(const std::vector<TraceEvent>& trace,
     }
   }
   for (size_t e = 0; e < trace.size(); ++e)
-    l.flow_shown[e] = l.process[e] >= 0 && trace[e].flow >= 0 && flow_ends[trace[e].flow] == 2;
+    l.flow_shown[e] =
+        static_cast<char>(l.process[e] >= 0 && trace[e].flow >= 0 && flow_ends[trace[e].flow] == 2);
   return l;
 }
 
@@ -387,6 +388,7 @@ std::vector<TraceProcess> trace_processes(const StepSimResult& r, int pp,
 
 std::vector<int> default_trace_ranks(const StepSimResult& r, int pp) {
   std::vector<int> out;
+  out.reserve(static_cast<size_t>(std::min(pp, r.ranks)) + 1);
   for (int s = 0; s < std::min(pp, r.ranks); ++s) out.push_back(s);  // the first replica
   int slowest = 0;
   for (size_t k = 0; k < r.end_s.size(); ++k)

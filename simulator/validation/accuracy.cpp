@@ -122,6 +122,7 @@ class SkipReasons {
   // A candidate the published fields, the model or the hardware rule out.
   void refused(const std::vector<Violation>& v) {
     std::vector<std::string> texts;
+    texts.reserve(v.size());
     for (const Violation& x : v) texts.push_back(fmt::format("{}: {}", x.flag, x.reason));
     for (const std::string& t : texts)
       if (std::find(order_.begin(), order_.end(), t) == order_.end()) order_.push_back(t);
@@ -407,7 +408,7 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
                         reasons.refused(v);
                         continue;
                       }
-                      valid.push_back(std::move(p));
+                      valid.push_back(p);
                     }
       }
   r.candidates = tried;

@@ -158,6 +158,7 @@ ErrorBand band_for(const ErrorBandTable& t, const Regime& r, const std::string& 
         static_cast<int>(per_family.size()) < kMinFamilies)
       continue;
     std::vector<std::pair<double, double>> vw;
+    vw.reserve(match.size());
     for (const BandRecord* rec : match) vw.emplace_back(rec->ratio, 1.0 / per_group[rec->group]);
     b.found = true;
     b.low = weighted_quantile(vw, kLow);
@@ -190,7 +191,8 @@ BandCoverage leave_one_out_coverage(const ErrorBandTable& t, bool by_family) {
   }
   if (c.cases > 0) {
     c.inside = static_cast<double>(inside) / c.cases;
-    std::nth_element(widths.begin(), widths.begin() + widths.size() / 2, widths.end());
+    std::nth_element(widths.begin(),
+                     widths.begin() + static_cast<std::ptrdiff_t>(widths.size() / 2), widths.end());
     c.median_half_width = widths[widths.size() / 2];
   }
   return c;

@@ -84,6 +84,7 @@ class OpList {
     std::memcpy(storage_, o.storage_, size_ * sizeof(Op));
   }
   OpList& operator=(const OpList& o) {
+    if (this == &o) return *this;
     size_ = o.size_;
     std::memcpy(storage_, o.storage_, size_ * sizeof(Op));
     return *this;

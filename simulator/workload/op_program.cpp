@@ -192,7 +192,7 @@ void attention_block(Builder& b, int64_t T, double Tn) {
     const double kv_bytes =
         static_cast<double>(T) * 2.0 *
         (m.mla ? heads_local * (m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim + v_head) / 2.0
-               : std::max<double>(m.head_dim, m.kv_width() / t)) *
+               : std::max<double>(m.head_dim, static_cast<double>(m.kv_width()) / t)) *
         ab;
     b.collective("cp_kv_exchange", CollectiveOp::kSendRecv, CommDim::kCP, b.g.cp,
                  (p.cp - 1) * kv_bytes, true);

@@ -43,7 +43,7 @@ ArgList mds_args(const EmitInput& in) {
   a.add("--ffn-hidden-size", m.ffn_hidden);
   a.add("--num-attention-heads", m.heads);
   if (m.kv_heads < m.heads) a.add("--num-key-value-heads", m.kv_heads);  // :623
-  if (m.head_dim * m.heads != m.hidden) a.add("--kv-channels", m.head_dim);
+  if (int64_t{m.head_dim} * m.heads != m.hidden) a.add("--kv-channels", m.head_dim);
   a.add("--seq-length", w.seq_len);
   a.add("--max-position-embeddings", m.max_seq);
   switch (m.position_embedding) {

@@ -14,6 +14,7 @@ class GPipe final : public IPipelineSchedule {
  public:
   std::vector<ScheduleTask> task_order(int, int, int, int m) const override {
     std::vector<ScheduleTask> t;
+    t.reserve(2 * static_cast<size_t>(m));
     for (int i = 0; i < m; ++i) t.push_back({kF, i, 0});
     for (int i = 0; i < m; ++i) t.push_back({kB, i, 0});
     return t;

@@ -44,6 +44,7 @@ constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB, kW = 
 std::vector<ScheduleTask> zb_v_order(int s, int p, int m) {
   const int n = std::max(m, 2 * p - 1);
   std::vector<ScheduleTask> t;
+  t.reserve(6 * static_cast<size_t>(n));
   int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
   for (int i = 0; i < 2 * (p - s) - 1; ++i) t.push_back({kF, f0++, 0});
   for (int i = 0; i < s; ++i) {

@@ -329,7 +329,7 @@ TEST(Emitters, DeepSpeedConfigRoundTrip) {
   auto j = nlohmann::json::parse(file(e, "ds_config.json")->content);
   EXPECT_EQ(j["train_batch_size"], c.plan.gbs);
   EXPECT_EQ(j["train_micro_batch_size_per_gpu"], c.plan.mbs);
-  EXPECT_EQ(j["gradient_accumulation_steps"], c.plan.gbs / (c.plan.mbs * c.plan.dp));
+  EXPECT_EQ(j["gradient_accumulation_steps"], c.plan.gbs / (int64_t{c.plan.mbs} * c.plan.dp));
   EXPECT_EQ(j["zero_optimization"]["stage"], c.plan.zero);
   EXPECT_EQ(j["bf16"]["enabled"], true);
   auto a = args_map(file(e, "megatron_deepspeed_args.txt")->content);

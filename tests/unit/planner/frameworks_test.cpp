@@ -62,7 +62,7 @@ TEST(Frameworks, UnknownNameIsRefusedWithTheKnownOnes) {
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_EQ(e.field(), "--framework");
-    const std::string r = e.reason();
+    const std::string& r = e.reason();
     EXPECT_NE(r.find("unknown framework 'megatrom'"), std::string::npos) << r;
     EXPECT_NE(r.find("(did you mean 'megatron'?)"), std::string::npos) << r;
     EXPECT_NE(r.find("known: megatron, deepspeed, torchtitan"), std::string::npos) << r;

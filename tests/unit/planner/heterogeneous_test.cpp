@@ -343,7 +343,7 @@ TEST(Heterogeneous, ClusterYamlGroups) {
   const auto dir = std::filesystem::temp_directory_path() / "dtplan_hetero_test";
   std::filesystem::create_directories(dir);
   auto write = [&](const std::string& name, const std::string& text) {
-    const auto path = (dir / name).string();
+    auto path = (dir / name).string();
     std::ofstream(path) << text;
     return path;
   };

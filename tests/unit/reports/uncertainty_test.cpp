@@ -103,7 +103,7 @@ TEST(Uncertainty, WarningsTravelWithTheNumbers) {
   EXPECT_DOUBLE_EQ(none.step_low_s, h.e.step_time_s);
   // A shape beyond the record: 4x the longest sequence it holds.
   Case longer = llama8b("dgx-h100");
-  longer.w.seq_len = 4 * 8192;
+  longer.w.seq_len = int64_t{4} * 8192;
   EXPECT_TRUE(
       has(uncertainty_of(longer.m, longer.c, longer.w, longer.p, longer.e, "megatron", {}, &hopper),
           "outside-record"));

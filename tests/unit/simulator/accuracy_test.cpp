@@ -1,6 +1,8 @@
 // The accuracy runner's statistics, case reading (schema v1 and v2) and best-feasible search.
 // GCC 12 reports a false -Wrestrict inside std::string at -O3 here (GCC bug 105329).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wrestrict"
+#endif
 #include "simulator/validation/accuracy.h"
 
 #include <gtest/gtest.h>

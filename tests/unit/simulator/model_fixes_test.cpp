@@ -45,7 +45,7 @@ TEST(ModelFixes, ZeroTwoReduceScattersEveryMicroBatch) {
   w.global_batch = 512;
   const double n = 64;
   const double params = params_on_rank(m, dp_plan(1, 512), 0).total();
-  for (int64_t gbs : {64, 512}) {
+  for (int gbs : {64, 512}) {
     w.global_batch = gbs;
     const Estimate z1 = estimate(m, c, w, dp_plan(1, gbs));
     const Estimate z2 = estimate(m, c, w, dp_plan(2, gbs));
