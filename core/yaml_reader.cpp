@@ -72,6 +72,14 @@ void check_utf8(const std::string& text, const std::string& path) {
     if (!ok)
       throw InputError({path, line, col}, "",
                        fmt::format("invalid UTF-8 (byte 0x{:02X}); files must be UTF-8 text", b));
+    // YAML excludes control characters other than tab, line feed and carriage return (YAML 1.2
+    // §5.1, c-printable); yaml-cpp reads a NUL as the end of the stream and then reports marks
+    // past it (found by fuzz_model_yaml, 2026-12-02).
+    if (b < 0x20 && b != '\t' && b != '\n' && b != '\r')
+      throw InputError({path, line, col}, "",
+                       fmt::format("control character 0x{:02X}: a YAML or JSON file holds "
+                                   "printable text only",
+                                   b));
     if (b == '\n') {
       ++line;
       col = 1;
@@ -97,7 +105,7 @@ void probe_documents(const std::string& text, const std::string& path) {
   const bool first_null = probe.only_null;
   if (!parser.HandleNextDocument(probe)) return;
   const YAML::Mark m = probe.start;
-  const auto at = static_cast<size_t>(std::max(0, m.pos));
+  const auto at = std::min(text.size(), static_cast<size_t>(std::max(0, m.pos)));
   const bool marker = text.compare(at, 3, "---") == 0 || text.compare(at, 3, "...") == 0;
   if ((probe.only_null && !marker) || (m.pos == first.pos && first_null)) {
     const char ch = at < text.size() ? text[at] : ' ';
