@@ -89,12 +89,20 @@ ProcessGroup::ProcessGroup([[maybe_unused]] int* argc, [[maybe_unused]] char*** 
     return;
   }
   if (!inited) {
+    // MPI's start-up is given at least 30 s: a --timeout-s sized for quick collectives must not
+    // end a slow but healthy launch.
     StartupGuard guard(
-        timeout_s_,
+        std::max(timeout_s_, 30.0),
         fmt::format("MPI start-up (MPI_Init_thread) on rank {} (host {})", launcher_rank(), me));
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     initialized_here_ = true;
+    // The watchdog thread aborts while the main thread may be inside MPI.
+    if (provided < MPI_THREAD_MULTIPLE)
+      std::fprintf(stderr,
+                   "dtplan: warning: this MPI gives thread level %d, not MPI_THREAD_MULTIPLE: "
+                   "a watchdog abort during a collective may not end the job cleanly\n",
+                   provided);
   }
   mpi_ = true;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);

@@ -255,6 +255,9 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
     // The same step without the faults, to say what they cost.
     double clean_step_s = s.estimate.step_time_s;
     if (!faults.empty()) {
+      // Costs no more than the run above (the same plan without faults, no trace): the budget
+      // and the estimate reported are that run's.
+      hooks.before_run = nullptr;
       so.record_trace = false;
       clean_step_s =
           des::simulate_step(r.model, r.cluster, r.workload, r.plan, so).estimate.step_time_s;

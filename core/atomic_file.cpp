@@ -126,13 +126,13 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path, unsigned mode)
   if (!fs::is_directory(dir, ec))
     throw InputError({path, 0, 0}, "", fmt::format("folder '{}' does not exist", dir.string()));
   dir_ = dir.string();
+  buffer_.reserve(1 << 20);  // before the temporary exists: nothing to leak if it throws
   tmp_ = (dir / fmt::format(".{}.tmp.XXXXXX", target.filename().string())).string();
   fd_ = ::mkstemp(tmp_.data());
   if (fd_ < 0)
     throw InputError({path, 0, 0}, "", fmt::format("cannot write: {}", std::strerror(errno)));
   tmp_exists_ = true;
   slot_ = track(tmp_, 2);
-  buffer_.reserve(1 << 20);
 }
 
 AtomicFileWriter::~AtomicFileWriter() { discard(); }
@@ -146,10 +146,10 @@ void AtomicFileWriter::discard() noexcept {
   slot_ = -1;
 }
 
-void AtomicFileWriter::flush_buffer() {
+void AtomicFileWriter::write_out(std::string_view data) {
   size_t done = 0;
-  while (done < buffer_.size()) {
-    const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd_, data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const std::string why = std::strerror(errno);
@@ -158,7 +158,11 @@ void AtomicFileWriter::flush_buffer() {
     }
     done += static_cast<size_t>(n);
   }
-  written_ += buffer_.size();
+  written_ += data.size();
+}
+
+void AtomicFileWriter::flush_buffer() {
+  write_out(buffer_);
   buffer_.clear();
 }
 
@@ -166,8 +170,7 @@ void AtomicFileWriter::write(std::string_view data) {
   if (fd_ < 0) throw std::logic_error("AtomicFileWriter: write after commit or failure");
   if (buffer_.size() + data.size() > (1u << 20)) flush_buffer();
   if (data.size() > (1u << 20)) {
-    buffer_.assign(data);
-    flush_buffer();
+    write_out(data);  // a large piece goes straight to the file
     return;
   }
   buffer_.append(data);
@@ -176,13 +179,14 @@ void AtomicFileWriter::write(std::string_view data) {
 void AtomicFileWriter::commit() {
   if (fd_ < 0) throw std::logic_error("AtomicFileWriter: commit after commit or failure");
   flush_buffer();
-  if (::fchmod(fd_, umasked(mode_)) != 0 || ::fsync(fd_) != 0 || ::close(fd_) != 0) {
-    const std::string why = std::strerror(errno);
-    fd_ = -1;
-    discard();
-    throw InputError({path_, 0, 0}, "", fmt::format("write failed: {}", why));
-  }
+  // The descriptor is closed whatever fails first; the first failure is the one reported.
+  int err = ::fchmod(fd_, umasked(mode_)) != 0 || ::fsync(fd_) != 0 ? errno : 0;
+  if (::close(fd_) != 0 && err == 0) err = errno;
   fd_ = -1;
+  if (err != 0) {
+    discard();
+    throw InputError({path_, 0, 0}, "", fmt::format("write failed: {}", std::strerror(err)));
+  }
   // rename(2) replaces a symlink at `path` itself, never the file it points to.
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const std::string why = std::strerror(errno);

@@ -38,6 +38,7 @@ class AtomicFileWriter {
 
  private:
   void flush_buffer();
+  void write_out(std::string_view data);
   void discard() noexcept;
   std::string path_, dir_, tmp_;
   unsigned mode_;
