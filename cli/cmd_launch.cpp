@@ -27,6 +27,8 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError({path, 0, 0}, "--from",
                      fmt::format("not JSON (byte {}): {}", e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // a number out of range (found by fuzzing)
+    throw InputError({path, 0, 0}, "--from", fmt::format("not readable JSON: {}", e.what()));
   }
   if (!j.contains("top") || !j["top"].is_array())
     throw InputError({path, 0, 0}, "--from", "not a `dtplan search --json` result (no 'top' list)");

@@ -435,6 +435,8 @@ SearchFlags search_flags_from_json(const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError({path, 0, 0}, "--from",
                      fmt::format("not JSON (byte {}): {}", e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // a number out of range (found by fuzzing)
+    throw InputError({path, 0, 0}, "--from", fmt::format("not readable JSON: {}", e.what()));
   }
   if (!j.is_object() || !j.contains("top") || !j.contains("model"))
     throw InputError({path, 0, 0}, "--from", "not a `dtplan search --json` result");
