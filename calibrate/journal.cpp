@@ -58,6 +58,13 @@ Measurement measurement_from_json_line(const std::string& line, const std::strin
       throw InputError(loc, key, "missing in this measurement");
     return j.at(key);
   };
+  // Counts must be JSON integers: nlohmann casts a floating value to an integer field, undefined
+  // out of range (found by fuzz_recorded, issue #21).
+  auto count = [&](const char* key) -> int64_t {
+    const json& v = need(key);
+    if (!v.is_number_integer()) throw InputError(loc, key, "must be an integer");
+    return v.get<int64_t>();
+  };
   Measurement m;
   try {
     const std::string kind = need("kind").get<std::string>();
@@ -66,17 +73,20 @@ Measurement measurement_from_json_line(const std::string& line, const std::strin
       auto p = parse_precision(need("precision").get<std::string>());
       if (!p) throw InputError(loc, "precision", "unknown precision");
       m.task.precision = *p;
-      m.task.m = need("m").get<int64_t>();
-      m.task.n = need("n").get<int64_t>();
-      m.task.k = need("k").get<int64_t>();
+      m.task.m = count("m");
+      m.task.n = count("n");
+      m.task.k = count("k");
     } else if (kind == "collective") {
       m.task.kind = TaskKind::kCollective;
       if (!parse_collective_op(need("op").get<std::string>(), m.task.op))
         throw InputError(loc, "op", "unknown collective");
       if (!parse_scope(need("scope").get<std::string>(), m.task.scope))
         throw InputError(loc, "scope", "expected intra_node or inter_node");
-      m.task.group_size = need("group_size").get<int>();
-      m.task.bytes = need("bytes").get<int64_t>();
+      const int64_t group = count("group_size");
+      if (group < 1 || group > (int64_t{1} << 24))
+        throw InputError(loc, "group_size", "must be between 1 and 2^24 ranks");
+      m.task.group_size = static_cast<int>(group);
+      m.task.bytes = count("bytes");
       if (j.contains("algorithm")) m.algorithm = j.at("algorithm").get<std::string>();
     } else {
       throw InputError(loc, "kind", fmt::format("expected gemm or collective, got '{}'", kind));

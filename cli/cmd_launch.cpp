@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/search_options.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -36,6 +37,9 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
     throw InputError({}, "--rank",
                      fmt::format("{} has {} ranked plans; --rank {} is out of range", path,
                                  j["top"].size(), rank));
+  check_json_integers(j["top"][static_cast<size_t>(rank - 1)]["plan"], path, {},
+                      fmt::format("/top/{}/plan", rank - 1));
+  if (j.contains("cluster")) check_json_integers(j["cluster"], path, {}, "/cluster");
   try {
     const auto& p = j["top"][static_cast<size_t>(rank - 1)]["plan"];
     if (!model_given) spec.model = j.at("model").get<std::string>();

@@ -427,6 +427,24 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   return j;
 }
 
+void check_json_integers(const nlohmann::json& v, const std::string& path,
+                         const std::vector<std::string>& large, const std::string& at) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!(std::abs(d) <= 2147483647.0))
+      throw InputError(
+          {path, 0, 0}, "--from",
+          fmt::format("{}: the number {} is out of range here", at.empty() ? "/" : at, v.dump()));
+  } else if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (std::find(large.begin(), large.end(), it.key()) == large.end())
+        check_json_integers(it.value(), path, large, at + "/" + it.key());
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i)
+      check_json_integers(v[i], path, large, fmt::format("{}/{}", at, i));
+  }
+}
+
 SearchFlags search_flags_from_json(const std::string& path) {
   const std::string text = read_input_file(path, "--from");
   nlohmann::json j;
@@ -440,6 +458,12 @@ SearchFlags search_flags_from_json(const std::string& path) {
   }
   if (!j.is_object() || !j.contains("top") || !j.contains("model"))
     throw InputError({path, 0, 0}, "--from", "not a `dtplan search --json` result");
+  // The parts read below hold integers, and a few large floats under their own names.
+  const std::vector<std::string> large = {"train_tokens", "budget_gpu_hours", "deadline_days",
+                                          "memory_margin"};
+  if (j.contains("flags")) check_json_integers(j["flags"], path, large, "/flags");
+  if (j.contains("cluster")) check_json_integers(j["cluster"], path, large, "/cluster");
+  if (j.contains("workload")) check_json_integers(j["workload"], path, large, "/workload");
   SearchFlags f;
   try {
     if (j.contains("flags")) {

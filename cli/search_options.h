@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli/options.h"
 #include "planner/search.h"
@@ -74,5 +75,11 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
 
 // The flags a saved `dtplan search --json` file ran with; InputError naming --from otherwise.
 SearchFlags search_flags_from_json(const std::string& path);
+// Refuses (InputError naming `path` and the JSON pointer) a floating-point number beyond the int
+// range anywhere in `v`, except under the keys in `large` (token counts, hours): nlohmann converts
+// a floating value to an integer field with a plain cast, undefined out of range (found by
+// fuzz_search_json and fuzz_recorded, issue #21). Saved searches hold integers in these parts.
+void check_json_integers(const nlohmann::json& v, const std::string& path,
+                         const std::vector<std::string>& large = {}, const std::string& at = "");
 
 }  // namespace dtplan::cli
