@@ -154,7 +154,9 @@ Journal::Journal(const std::string& path, const std::string& run_signature, bool
         if (!h.is_object() || !h.contains("dtplan_calibration_journal"))
           throw InputError(SourceLocation{path, 1, 1}, "",
                            "not a dtplan calibration journal (first line is not its header)");
-        const std::string was = h.value("run", "");
+        // (A header whose "run" is not a string is not this run's; found by fuzz_journal.)
+        const std::string was =
+            h.contains("run") && h["run"].is_string() ? h["run"].get<std::string>() : "";
         if (was != run_signature)
           throw InputError(SourceLocation{path, 1, 1}, "--resume",
                            fmt::format("this journal was written by a different run ({}); this "
