@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -16,8 +17,10 @@
 namespace {
 
 std::string write_keys(int64_t n) {
-  char path[] = "/tmp/dtplan-input-bench-XXXXXX.json";
-  const int fd = mkstemps(path, 5);
+  // mkstemps(3) replaces the six X's with a unique suffix and keeps ".json" (5 characters).
+  std::string path =
+      (std::filesystem::temp_directory_path() / "dtplan-input-bench-XXXXXX.json").string();
+  const int fd = mkstemps(path.data(), 5);
   if (fd < 0) return {};
   close(fd);
   std::ofstream out(path);

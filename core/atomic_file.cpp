@@ -127,6 +127,7 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path, unsigned mode)
     throw InputError({path, 0, 0}, "", fmt::format("folder '{}' does not exist", dir.string()));
   dir_ = dir.string();
   buffer_.reserve(1 << 20);  // before the temporary exists: nothing to leak if it throws
+  // The template mkstemp(3) fills in: its six X's become a unique random suffix.
   tmp_ = (dir / fmt::format(".{}.tmp.XXXXXX", target.filename().string())).string();
   fd_ = ::mkstemp(tmp_.data());
   if (fd_ < 0)
