@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   dtplan::cli::register_report(app, ctx);
   dtplan::cli::register_whatif(app, ctx);
   dtplan::cli::register_collective(app, ctx);
+  dtplan::cli::register_rl(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

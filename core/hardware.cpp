@@ -298,6 +298,26 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
     ef.source = e.get_string("source");
     e.finish();
   }
+  if (auto in = y.opt_map("inference")) {
+    InferenceParams& ip = hw.inference;
+    auto fraction = [&](const char* key, double fallback) {
+      const std::optional<double> v = in->opt_double(key, 0);
+      if (v && *v > 1.0) in->fail(key, fmt::format("is a fraction and must be <= 1, got {}", *v));
+      return v.value_or(fallback);
+    };
+    ip.decode_bw_fraction = fraction("decode_bw_fraction", ip.decode_bw_fraction);
+    ip.decode_compute_fraction = fraction("decode_compute_fraction", ip.decode_compute_fraction);
+    ip.prefill_compute_fraction = fraction("prefill_compute_fraction", ip.prefill_compute_fraction);
+    ip.step_overhead_us = in->opt_double("step_overhead_us", 0, true).value_or(ip.step_overhead_us);
+    ip.layer_overhead_us =
+        in->opt_double("layer_overhead_us", 0, true).value_or(ip.layer_overhead_us);
+    ip.tp_allreduce_us = in->opt_double("tp_allreduce_us", 0, true).value_or(ip.tp_allreduce_us);
+    ip.eager_layer_overhead_us =
+        in->opt_double("eager_layer_overhead_us", 0, true).value_or(ip.eager_layer_overhead_us);
+    ip.weight_load_gbps = in->opt_double("weight_load_gbps", 0).value_or(ip.weight_load_gbps);
+    ip.source = in->get_string("source");
+    in->finish();
+  }
   if (auto c = y.opt_map("calibration")) {
     if (auto pv = c->opt_map("provenance")) {
       auto& p = hw.calibration.provenance;

@@ -94,6 +94,31 @@ struct EfficiencyParams {
   std::string source;
 };
 
+// What a profile says about inference (rollout) on its GPU: the hardware profile's optional
+// `inference:` section (simulator/cost/inference_cost.h, docs/rl.md). The defaults hold where a
+// profile has none; their sources are in docs/rl.md ("Inference parameters").
+struct InferenceParams {
+  // Fraction of the HBM bandwidth a decode step's weight and KV-cache reads reach.
+  double decode_bw_fraction = 0.80;
+  // Fraction of the dense peak a compute-bound decode step's GEMMs reach.
+  double decode_compute_fraction = 0.50;
+  // Fraction of the dense peak a prefill reaches (long GEMMs, chunked prefill).
+  double prefill_compute_fraction = 0.55;
+  // Fixed time per decode step (scheduling, sampling) and per layer of it (kernel launches and
+  // their gaps that CUDA graphs leave).
+  double step_overhead_us = 300;
+  double layer_overhead_us = 40;
+  // What running without CUDA graphs (vLLM enforce_eager) adds per layer of a decode step.
+  double eager_layer_overhead_us = 50;
+  // One tensor-parallel all-reduce of a decode step's small activations inside a node (the
+  // engine's custom all-reduce; across nodes NCCL's cost applies).
+  double tp_allreduce_us = 8;
+  // Rate at which one replica takes in new weights (model bytes per second: receive buffers,
+  // reload into the engine's layout), pipelined with their transport.
+  double weight_load_gbps = 70;
+  std::string source = "dtplan defaults (docs/rl.md, Inference parameters)";
+};
+
 struct CalibrationProvenance {
   std::string source, date, device, tool, software;
 };
@@ -174,6 +199,7 @@ struct HardwareProfile {
   std::optional<double> usd_per_gpu_hour;
   std::string price_source;
   EfficiencyParams efficiency;
+  InferenceParams inference;
   Calibration calibration;
   // The collective algorithm every collective uses where it supports the operation, as
   // NCCL_ALGO pins it ("ring", "tree", ... from `dtplan list collectives`); "" = the fastest

@@ -77,4 +77,15 @@ class YamlMap {
 int64_t scalar_int(const YAML::Node& node, const std::string& file, const std::string& field);
 double scalar_double(const YAML::Node& node, const std::string& file, const std::string& field);
 
+// An int or a non-empty list of ints, each in [min_value, max_value].
+std::vector<int> int_list(const YAML::Node& n, const std::string& file, const std::string& field,
+                          int min_value, int max_value);
+// A name or a non-empty list of names, each one of `choices` ("did you mean" otherwise).
+std::vector<std::string> string_list(const YAML::Node& n, const std::string& file,
+                                     const std::string& field,
+                                     const std::vector<std::string>& choices);
+// A file named relative to the YAML file that names it, when such a file exists there; else
+// the name as given (a zoo name, or a path relative to the working directory).
+std::string relative_to(const std::string& name, const std::string& file);
+
 }  // namespace dtplan

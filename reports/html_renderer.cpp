@@ -8,6 +8,7 @@
 
 #include "reports/derivations.h"
 #include "reports/escape.h"
+#include "reports/html_page.h"
 #include "reports/renderers.h"
 #include "reports/report_builder.h"
 #include "reports/svg_chart.h"
@@ -36,7 +37,9 @@ std::string f3(double v) { return fmt::format("{:.3f}", v); }
 std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / units::kGiB); }
 std::string pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
 
-void head(std::string& o, const std::string& title) {
+}  // namespace
+
+void html_head(std::string& o, const std::string& title) {
   fmt::format_to(std::back_inserter(o),
                  "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
@@ -45,7 +48,7 @@ void head(std::string& o, const std::string& title) {
                  e(title), kCss);
 }
 
-void tail(std::string& o, const std::string& json) {
+void html_tail(std::string& o, const std::string& json) {
   o += "<h2 id=\"source\">Source data</h2><p>The JSON this page was drawn from is embedded below "
        "(<code>script type=\"application/json\" id=\"dtplan-source\"</code>; read it with any JSON "
        "parser, <code>&lt;</code> is written as <code>\\u003c</code>).</p>\n"
@@ -53,6 +56,11 @@ void tail(std::string& o, const std::string& json) {
   o += json_for_script(json);
   o += "</script>\n</body></html>\n";
 }
+
+namespace {
+
+void head(std::string& o, const std::string& title) { html_head(o, title); }
+void tail(std::string& o, const std::string& json) { html_tail(o, json); }
 
 void figure(std::string& o, const char* id, const std::string& svg, const std::string& caption) {
   fmt::format_to(std::back_inserter(o),

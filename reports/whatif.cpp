@@ -20,60 +20,6 @@ namespace dtplan::reports {
 
 namespace {
 
-// An int or a list of ints, each >= min_value (and <= max_value).
-std::vector<int> int_list(const YAML::Node& n, const std::string& file, const std::string& field,
-                          int min_value, int max_value) {
-  std::vector<int> out;
-  auto one = [&](const YAML::Node& x) {
-    const int64_t v = scalar_int(x, file, field);
-    if (v < min_value || v > max_value)
-      throw InputError(location_of(x, file), field,
-                       fmt::format("{} is out of range ({}-{})", v, min_value, max_value));
-    out.push_back(static_cast<int>(v));
-  };
-  if (n.IsSequence()) {
-    if (n.size() == 0)
-      throw InputError(location_of(n, file), field, "an empty list allows nothing");
-    for (const auto& x : n) one(x);
-  } else {
-    one(n);
-  }
-  return out;
-}
-
-std::vector<std::string> string_list(const YAML::Node& n, const std::string& file,
-                                     const std::string& field,
-                                     const std::vector<std::string>& choices) {
-  std::vector<std::string> out;
-  auto one = [&](const YAML::Node& x) {
-    if (!x.IsScalar())
-      throw InputError(location_of(x, file), field, "expected a name or a list of names");
-    const std::string& s = x.Scalar();
-    if (std::find(choices.begin(), choices.end(), s) == choices.end())
-      throw InputError(location_of(x, file), field,
-                       fmt::format("'{}' is not one of {}{}", s, fmt::join(choices, ", "),
-                                   did_you_mean(s, std::span<const std::string>(choices))));
-    out.push_back(s);
-  };
-  if (n.IsSequence()) {
-    if (n.size() == 0)
-      throw InputError(location_of(n, file), field, "an empty list allows nothing");
-    for (const auto& x : n) one(x);
-  } else {
-    one(n);
-  }
-  return out;
-}
-
-// A model or cluster named relative to the scenarios file when such a file exists there.
-std::string relative_to(const std::string& name, const std::string& file) {
-  namespace fs = std::filesystem;
-  const fs::path p = fs::path(file).parent_path() / name;
-  std::error_code ec;
-  if (!fs::path(name).is_absolute() && fs::is_regular_file(p, ec)) return p.string();
-  return name;
-}
-
 ScenarioSettings read_settings(YamlMap& y, bool is_base) {
   ScenarioSettings s;
   const std::string& file = y.file();

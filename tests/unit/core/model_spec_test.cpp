@@ -39,6 +39,9 @@ const Published kPublished[] = {
     {"llama3-8b", 8.03, 0, 0.005, "Meta Llama 3 model card (8.03B)"},
     {"llama3-70b", 70.6, 0, 0.05, "Meta Llama 3 model card (70.6B)"},
     {"llama3.1-405b", 405.9, 0, 0.05, "issue #2 / Llama 3.1 model card"},
+    {"llama3.1-70b", 70.6, 0, 0.05, "Llama 3.1 70B model card (70.6B, the Llama 3 70B shape)"},
+    {"qwen2.5-7b", 7.61, 0, 0.005, "Qwen2.5-7B model card (7.61B)"},
+    {"qwen3-30b-a3b", 30.5, 3.3, 0.05, "Qwen3-30B-A3B model card (30.5B total, 3.3B activated)"},
     {"mixtral-8x7b", 46.7, 12.9, 0.05, "Mistral AI, Mixtral of Experts (arXiv 2401.04088)"},
     {"mixtral-8x22b", 141.0, 39.0, 0.5, "Mistral AI Mixtral 8x22B announcement (141B / 39B)"},
     // The report's "37B activated" is rounded to whole billions; our count is 37.55B.

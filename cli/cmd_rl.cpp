@@ -1,0 +1,145 @@
+// dtplan rl: plan an RL post-training step (docs/rl.md).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "planner/rl.h"
+#include "reports/rl_report.h"
+
+namespace dtplan::cli {
+
+namespace {
+
+std::string phase_table(const rl::RlResult& r) {
+  std::string o =
+      fmt::format("{:<12} {:>10} {:>7} {:>14}\n", "phase", "seconds", "share", "GPU-hours/step");
+  for (size_t i = 0; i < r.phases_s.size(); ++i) {
+    const auto& [n, s] = r.phases_s[i];
+    if (s <= 0) continue;
+    o += fmt::format("{:<12} {:>10.1f} {:>6.1f}% {:>14.3g}\n", n, s, 100 * s / r.step_time_s,
+                     r.gpu_seconds[i].second / 3600);
+  }
+  return o;
+}
+
+std::string describe(const rl::RlResult& r) {
+  std::string o;
+  o += fmt::format("architecture {}: step {:.1f} s, staleness {:.3g} steps\n",
+                   rl::to_string(r.architecture), r.step_time_s, r.staleness_steps);
+  if (r.architecture == rl::Architecture::kColocated)
+    o += fmt::format("  {} GPUs shared: rollout TP{} x {} replicas, training {}\n", r.rollout_gpus,
+                     r.rollout_tp, r.rollout_replicas, r.training_plan.describe());
+  else
+    o += fmt::format("  rollout {} GPUs (TP{} x {} replicas), training {} GPUs ({})\n",
+                     r.rollout_gpus, r.rollout_tp, r.rollout_replicas, r.training_gpus,
+                     r.training_plan.describe());
+  o += phase_table(r);
+  if (r.architecture != rl::Architecture::kColocated)
+    o += fmt::format("idle share: rollout pool {:.1f}%, training pool {:.1f}%\n",
+                     100 * r.idle_share_rollout, 100 * r.idle_share_training);
+  o += fmt::format("weight sync: {:.1f} GiB in {:.3g} s every {} step(s), {:.3g} s exposed; {}\n",
+                   r.sync_bytes / (1 << 30), r.sync_time_s, r.sync_interval_steps, r.sync_exposed_s,
+                   r.sync_how);
+  o += fmt::format(
+      "generation {:.0f} response tokens/s; training {:.0f} tokens/s; longest "
+      "response {:.0f} tokens, {:.1f} s of generation with under half the peak batch\n",
+      r.generation_tokens_per_s, r.training_tokens_per_s, r.generation.longest_tokens,
+      r.generation.tail_s);
+  for (const auto& n : r.notes) o += "note: " + n + "\n";
+  return o;
+}
+
+}  // namespace
+
+void register_rl(CLI::App& app, CommandContext& ctx) {
+  auto* cmd = app.add_subcommand(
+      "rl",
+      "Plan an RL post-training step: rollout vs training, colocated vs disaggregated, "
+      "weight sync, staleness (docs/rl.md)");
+  static std::string config, out;
+  static bool search = false, json = false;
+  static int threads = 0;
+  cmd->add_option("--config,-c", config, "RL configuration YAML (docs/rl.md)")->required();
+  cmd->add_flag("--search", search,
+                "Search every architecture (unless the file fixes one), rollout-pool size and "
+                "rollout TP, each with its best training layout");
+  cmd->add_flag("--json", json, "Machine-readable output");
+  cmd->add_option("--out,-o", out, "Write a report: .html or .md");
+  cmd->add_option("--threads", threads, "Search threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->callback([&ctx] {
+    const bool report = !out.empty();
+    const reports::Format format =
+        report ? reports::format_from_path(out, "--out") : reports::Format::kMarkdown;
+    rl::RlFile f = rl::load_rl_file(config);
+    // Without --search: the file's architecture (colocated where it says "search") and pool
+    // size; what it leaves open (rollout_gpus, rollout tp) is chosen. With --search: every
+    // architecture, pool size and rollout TP, whatever the file fixes.
+    // A variation keeps what it sets itself (its architecture, pool size, rollout settings).
+    auto settle = [](rl::RlConfig& c, const std::vector<std::string>& fixed) {
+      auto sets = [&](const char* k) {
+        return std::find(fixed.begin(), fixed.end(), k) != fixed.end();
+      };
+      if (search) {
+        if (!sets("architecture")) c.architecture.reset();
+        if (!sets("rollout_gpus")) c.rollout_gpus = 0;
+        if (!sets("rollout")) c.rollout_tp = 0;
+      } else if (!c.architecture) {
+        c.architecture = rl::Architecture::kColocated;
+      }
+    };
+    settle(f.base, {});
+    for (auto& v : f.whatif) settle(v.config, v.keys);
+    reports::RlReportData d;
+    d.title = f.base.title;
+    d.config_file = config;
+    d.policy = f.base.policy.display_name.empty() ? f.base.policy.name : f.base.policy.display_name;
+    d.cluster = f.base.cluster.profile.gpu.name;
+    d.gpus = f.base.cluster.num_gpus;
+    d.result = rl::search_rl(f.base, threads);
+    for (auto& v : f.whatif) {
+      reports::RlReportData::Variation x;
+      x.name = v.name;
+      try {
+        x.best = rl::search_rl(v.config, threads).best;
+        x.found = true;
+      } catch (const InputError& e) {
+        x.why = e.reason();
+      }
+      d.whatif.push_back(std::move(x));
+    }
+    if (report) {
+      write_file_atomic(out, reports::render_rl(d, format));
+      fmt::print(stderr, "wrote {}\n", out);
+    }
+    if (json) {
+      fmt::print("{}\n", reports::rl_json(d));
+    } else if (!report) {
+      fmt::print("{}\npolicy {} on {} x {}\n", d.title, d.policy, d.gpus, d.cluster);
+      fmt::print("{}", describe(d.result.best));
+      if (d.result.best_per_architecture.size() > 1) {
+        fmt::print("\narchitectures (best allocation of each):\n");
+        for (const auto& a : d.result.best_per_architecture)
+          fmt::print("  {:<14} step {:>8.1f} s  ({:+.1f}%)  rollout/training GPUs {}/{}\n",
+                     rl::to_string(a.architecture), a.step_time_s,
+                     100 * (a.step_time_s / d.result.best.step_time_s - 1), a.rollout_gpus,
+                     a.training_gpus);
+      }
+      for (const auto& v : d.whatif) {
+        if (v.found)
+          fmt::print("what if {}: {} step {:.1f} s ({:+.1f}%)\n", v.name,
+                     rl::to_string(v.best.architecture), v.best.step_time_s,
+                     100 * (v.best.step_time_s / d.result.best.step_time_s - 1));
+        else
+          fmt::print("what if {}: no plan ({})\n", v.name, v.why);
+      }
+      fmt::print("searched in {:.3f} s\n", d.result.elapsed_s);
+    }
+    ctx.exit_code = 0;
+  });
+}
+
+}  // namespace dtplan::cli

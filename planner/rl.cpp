@@ -1,0 +1,536 @@
+#include "planner/rl.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "planner/i_evaluator.h"
+#include "simulator/cost/flops.h"
+
+namespace dtplan::rl {
+
+const std::vector<std::string>& architecture_names() {
+  static const std::vector<std::string> names = {"colocated", "disaggregated", "one-step-off",
+                                                 "fully-async"};
+  return names;
+}
+const char* to_string(Architecture a) {
+  return architecture_names()[static_cast<size_t>(a)].c_str();
+}
+const char* to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::kGrpo:
+      return "grpo";
+    case Algorithm::kPpo:
+      return "ppo";
+    case Algorithm::kDapo:
+      return "dapo";
+  }
+  return "grpo";
+}
+const char* to_string(SyncMethod s) {
+  return s == SyncMethod::kNcclBroadcast ? "nccl-broadcast" : "bucketed-rdma";
+}
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+bool separate_pools(Architecture a) { return a != Architecture::kColocated; }
+
+// The best training layout for `gpus` GPUs of one model, on sequences of `seq` tokens and
+// mini-batches of `samples`, from the layout search (one per GPU count and model).
+struct TrainingFit {
+  bool found = false;
+  Plan plan;
+  Estimate estimate;
+  std::string why;
+};
+
+class TrainingSearches {
+ public:
+  TrainingSearches(const RlConfig& c, int threads) : c_(c), threads_(threads) {}
+  // The rollout of one configuration, once per replica count, TP and memory share (pools of
+  // every architecture meet the same ones).
+  const GenerationResult& generation(const InferenceLayout& il, int replicas) {
+    const auto key =
+        std::make_tuple(replicas, il.tp, il.gpu_memory_utilization, il.resident_bytes_per_gpu);
+    auto it = generations_.find(key);
+    if (it != generations_.end()) return it->second;
+    const int64_t n = c_.prompts_per_step * c_.samples_per_prompt;
+    return generations_
+        .emplace(key, generate(c_.policy, c_.cluster.profile, c_.cluster.profile.inference, il,
+                               replicas, n, c_.samples_per_prompt, c_.prompt_tokens, c_.response))
+        .first->second;
+  }
+  const TrainingFit& get(const ModelSpec& m, int gpus, int64_t seq, int64_t samples) {
+    const auto key = std::make_tuple(m.name, gpus, seq, samples);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    TrainingFit f;
+    Cluster cl = c_.cluster;
+    cl.num_gpus = gpus;
+    Workload w;
+    w.seq_len = seq;
+    w.global_batch = samples;
+    w.precision = c_.precision;
+    SearchOptions opt;
+    opt.top_k = 1;
+    opt.framework = c_.framework;
+    opt.threads = threads_;
+    const SearchResult r = search(m, cl, w, c_.space, opt, AnalyticEvaluator());
+    if (!r.top.empty()) {
+      f.found = true;
+      f.plan = r.top.front().plan;
+      f.estimate = r.top.front().estimate;
+    } else {
+      long most = -1;
+      for (int i = 0; i < kNumRejections; ++i)
+        if (r.rejected[static_cast<size_t>(i)] > most &&
+            !r.example[static_cast<size_t>(i)].empty()) {
+          most = r.rejected[static_cast<size_t>(i)];
+          f.why = r.example[static_cast<size_t>(i)];
+        }
+      if (f.why.empty()) f.why = "no layout of the search space";
+    }
+    return cache_.emplace(key, std::move(f)).first->second;
+  }
+
+ private:
+  const RlConfig& c_;
+  int threads_;
+  std::map<std::tuple<std::string, int, int64_t, int64_t>, TrainingFit> cache_;
+  std::map<std::tuple<int, int, double, double>, GenerationResult> generations_;
+};
+
+// A forward-only pass over one mini-batch on the trainer's layout: a third of the step's
+// compute and exposed per-layer communication and bubble (forward FLOPs are a third of forward
+// plus backward), without recomputation, gradient reduction or the optimizer.
+double forward_only_s(const Estimate& e) {
+  double t = e.compute_s + e.bubble_s;
+  for (int d = 0; d < 4; ++d) t += e.exposed_comm_s[static_cast<size_t>(d)];  // tp, cp, ep, pp
+  return t / 3.0;
+}
+
+double nic_gbps_per_gpu(const HardwareProfile& hw) {
+  return hw.scale_out.node_gbps() / std::max(hw.node.gpus_per_node, 1) *
+         hw.efficiency.network_bw_fraction;
+}
+
+std::string fmt_s(double s) { return fmt::format("{:.3g} s", s); }
+
+struct Inputs {
+  Architecture arch;
+  int rollout_gpus = 0;  // colocated: all
+  int rollout_tp = 1;
+};
+
+}  // namespace
+
+namespace {
+
+RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& searches,
+                      std::string* why) {
+  RlResult r;
+  r.architecture = in.arch;
+  const HardwareProfile& hw = c.cluster.profile;
+  const int G = c.cluster.num_gpus;
+  const bool separate = separate_pools(in.arch);
+  r.rollout_gpus = separate ? in.rollout_gpus : G;
+  r.training_gpus = separate ? G - in.rollout_gpus : G;
+  r.rollout_tp = in.rollout_tp;
+  r.rollout_replicas = r.rollout_gpus / in.rollout_tp;
+  if (r.training_gpus <= 0 || r.rollout_replicas <= 0) {
+    *why = "no GPUs left for one of the pools";
+    return r;
+  }
+  const int64_t N = c.prompts_per_step * c.samples_per_prompt;
+  const double mean_len = c.response.mean();
+  const double seq_tokens = c.prompt_tokens + mean_len;
+  // The trainer's sequences: prompt + mean response, rounded up to 128 tokens (the layout's
+  // divisibility); its times are scaled back by the ratio.
+  const int64_t seq =
+      std::max<int64_t>(128, static_cast<int64_t>(std::ceil(seq_tokens / 128.0)) * 128);
+  const double seq_scale = seq_tokens / static_cast<double>(seq);
+  const int64_t mini = c.mini_batch_samples > 0 ? c.mini_batch_samples : N;
+  const int n_mini = static_cast<int>((N + mini - 1) / mini);
+  r.optimizer_steps = n_mini * c.epochs;
+  r.training_seq_tokens = seq_tokens;
+
+  // Training first (colocated: its resident state takes HBM from the rollout's KV cache).
+  const TrainingFit& tf = searches.get(c.policy, r.training_gpus, seq, mini);
+  if (!tf.found) {
+    *why = fmt::format("policy training on {} GPUs: {}", r.training_gpus, tf.why);
+    return r;
+  }
+  r.training_plan = tf.plan;
+  r.training_estimate = tf.estimate;
+  const Estimate& te = tf.estimate;
+  const double t_update = r.optimizer_steps * te.step_time_s * seq_scale;
+  const double t_fwd = forward_only_s(te) * seq_scale * n_mini;
+  const int logprob_passes = (c.reference ? 1 : 0) + (c.old_logprob ? 1 : 0);
+  const double t_logprob = logprob_passes * t_fwd;
+
+  double t_critic = 0, t_reward = 0;
+  if (c.algorithm == Algorithm::kPpo) {
+    const ModelSpec& cm = c.critic ? *c.critic : c.policy;
+    const TrainingFit& cf = searches.get(cm, r.training_gpus, seq, mini);
+    if (!cf.found) {
+      *why = fmt::format("critic training on {} GPUs: {}", r.training_gpus, cf.why);
+      return r;
+    }
+    t_critic =
+        (forward_only_s(cf.estimate) * n_mini + cf.estimate.step_time_s * r.optimizer_steps) *
+        seq_scale;
+  }
+  if (c.reward_model) {
+    const TrainingFit& rf = searches.get(*c.reward_model, r.training_gpus, seq, mini);
+    if (!rf.found) {
+      *why = fmt::format("reward model on {} GPUs: {}", r.training_gpus, rf.why);
+      return r;
+    }
+    t_reward = forward_only_s(rf.estimate) * n_mini * seq_scale;
+  } else {
+    t_reward = double(N) * c.reward_s_per_sample / std::max(c.reward_workers, 1);
+  }
+
+  // Rollout.
+  InferenceLayout il = c.rollout;
+  il.tp = in.rollout_tp;
+  double offload_s = 0;
+  if (!separate) {
+    // The engine takes its share of HBM (vLLM's gpu_memory_utilization is of the whole GPU);
+    // the trainer's state stays in the rest during generation, or its gradients and optimizer
+    // states go to host memory and back (offload).
+    il.gpu_memory_utilization = c.colocated_gpu_memory_utilization;
+    const StageMemory& mem = te.memory_peak;
+    double resident = mem.weights_bytes;
+    if (c.offload)
+      offload_s = 2.0 * (mem.grads_bytes + mem.optimizer_bytes) / (hw.host.pcie_gbps_per_gpu * 1e9);
+    else
+      resident += mem.grads_bytes + mem.optimizer_bytes;
+    const double room = (1.0 - il.gpu_memory_utilization) * hw.gpu.memory_gib * kGiB;
+    if (resident > room) {
+      *why = fmt::format(
+          "the trainer's resident state ({:.1f} GiB per GPU with {}) does not fit beside the "
+          "rollout's {:.0f}% of HBM ({:.1f} GiB left); offload it (training.offload: true) or "
+          "lower rollout.colocated_gpu_memory_utilization",
+          resident / kGiB, tf.plan.describe(), 100 * il.gpu_memory_utilization, room / kGiB);
+      return r;
+    }
+  }
+  r.generation = searches.generation(il, r.rollout_replicas);
+  if (!r.generation.fits) {
+    *why = fmt::format("the policy's weights ({:.1f} GiB per GPU at TP{}) leave no KV-cache room",
+                       inference_weight_bytes_per_gpu(c.policy, il) / kGiB, il.tp);
+    return r;
+  }
+  const double t_gen_batch = r.generation.time_s;
+  const double t_gen_stream =
+      r.generation.tokens / (r.rollout_replicas * r.generation.streaming_tokens_per_s_per_replica);
+
+  // Weight sync.
+  const double M =
+      static_cast<double>(count_params(c.policy).total()) * bytes_per_element(il.weights);
+  r.sync_bytes = M;
+  const double buckets = std::ceil(M / c.sync_bucket_bytes);
+  const double alpha_s = (hw.scale_out.latency_us + hw.efficiency.collective_overhead_us) * 1e-6;
+  // The replica's intake of new weights, pipelined bucket by bucket with their transport.
+  const double load_s = M / (hw.inference.weight_load_gbps * 1e9);
+  const Plan& tp = tf.plan;
+  const double nvlink = hw.node.nvlink_gbps_per_direction * 1e9 * hw.efficiency.nvlink_bw_fraction;
+  const double nic = nic_gbps_per_gpu(hw) * 1e9;
+  double sync_rollout_side = 0, sync_training_side = 0;
+  if (!separate) {
+    // HybridFlow Table 2 (p_g = 1): each GPU needs M / t_g and holds M / mp of the training
+    // copy, volume M / t_g - M / mp when generation is the less sharded. Where generation
+    // shards more finely than training's tensor-parallel part (t_g > t), a GPU keeps only the
+    // t_g-th of its own stage's layers: M / t_g - M / (pp x t_g).
+    const int t_train = tp.tp * tp.cp * (tp.zero >= 3 ? tp.dp : 1);
+    const int mp = t_train * tp.pp;
+    const double volume = std::max(0.0, M / il.tp - M / (double(tp.pp) * std::max(t_train, il.tp)));
+    const int span = tp.pp > 1 ? r.training_gpus : t_train;
+    const bool inside_node = span <= hw.node.placement_domain_gpus();
+    const double bw = inside_node ? nvlink : nic;
+    r.sync_time_s = std::max(volume / bw, load_s) + buckets * alpha_s;
+    r.sync_how =
+        fmt::format("reshard: {:.1f} GiB per GPU gathered over {} (training mp {} -> TP{})",
+                    volume / kGiB, inside_node ? "NVLink" : "the scale-out network", mp, il.tp);
+    r.derivations.push_back(
+        {"reshard volume per GPU",
+         "M/t_g - M/(pp x max(t, t_g)) (HybridFlow Table 2 with p_g = 1: M/t_g - M/mp)",
+         fmt::format("{:.2f} GiB/{} - {:.2f} GiB/({} x {}) = {:.2f} GiB (training mp {})", M / kGiB,
+                     il.tp, M / kGiB, tp.pp, std::max(t_train, il.tp), volume / kGiB, mp)});
+    r.derivations.push_back(
+        {"reshard time", "max(volume / link, M / engine load rate) + buckets x alpha",
+         fmt::format("max({}, {}) + {:.0f} x {:.0f} us = {}", fmt_s(volume / bw), fmt_s(load_s),
+                     buckets, alpha_s * 1e6, fmt_s(r.sync_time_s))});
+    sync_rollout_side = sync_training_side = r.sync_time_s;
+  } else if (c.sync_method == SyncMethod::kNcclBroadcast) {
+    // One trainer rank sends every byte through its NIC; the gather to it is pipelined with it.
+    const double gather = M * (1.0 - 1.0 / std::max(tp.tp * tp.pp, 1)) / nvlink;
+    r.sync_time_s = std::max({M / nic, gather, load_s}) + buckets * alpha_s;
+    r.sync_how = fmt::format(
+        "NCCL broadcast from one trainer rank: {:.1f} GiB through one NIC "
+        "({:.0f} GB/s effective)",
+        M / kGiB, nic / 1e9);
+    r.derivations.push_back(
+        {"weight sync",
+         "max(M / NIC, gather to the sender, M / engine load rate) + buckets x alpha",
+         fmt::format("max({}, {}, {}) + {:.0f} x {:.0f} us = {}", fmt_s(M / nic), fmt_s(gather),
+                     fmt_s(load_s), buckets, alpha_s * 1e6, fmt_s(r.sync_time_s))});
+    sync_rollout_side = sync_training_side = r.sync_time_s;
+  } else {
+    // Every trainer GPU sends its shard; every rollout GPU receives its TP shard.
+    const double egress = M / (r.training_gpus * nic);
+    const double ingress = (M / il.tp) / nic;
+    r.sync_time_s = std::max({egress, ingress, load_s}) + buckets * alpha_s;
+    r.sync_how = fmt::format(
+        "bucketed RDMA: egress {} over {} trainer NICs, ingress {} per "
+        "rollout GPU",
+        fmt_s(egress), r.training_gpus, fmt_s(ingress));
+    r.derivations.push_back(
+        {"weight sync",
+         "max(M / (trainer GPUs x NIC), (M / t_g) / NIC, M / engine load rate) + buckets x alpha",
+         fmt::format("max({}, {}, {}) + {:.0f} x {:.0f} us = {}", fmt_s(egress), fmt_s(ingress),
+                     fmt_s(load_s), buckets, alpha_s * 1e6, fmt_s(r.sync_time_s))});
+    sync_training_side = egress;
+    sync_rollout_side = r.sync_time_s;
+  }
+
+  // Compose the step.
+  const double train_side = t_logprob + t_critic + t_update;
+  const double k = in.arch == Architecture::kFullyAsync ? c.sync_interval_steps : 1;
+  r.sync_interval_steps = static_cast<int>(k);
+  double gen_phase = t_gen_batch;
+  switch (in.arch) {
+    case Architecture::kColocated:
+      r.step_time_s = t_gen_batch + t_reward + train_side + r.sync_time_s + offload_s;
+      r.sync_exposed_s = r.sync_time_s;
+      r.staleness_steps = 0;
+      break;
+    case Architecture::kDisaggregated:
+      r.step_time_s = t_gen_batch + t_reward + r.sync_time_s + train_side;
+      r.sync_exposed_s = r.sync_time_s;
+      r.staleness_steps = 0;
+      break;
+    case Architecture::kOneStepOff:
+      // Generation of step k+1 runs during training of step k; the sync blocks both pools.
+      r.step_time_s = std::max(t_gen_batch + t_reward, train_side) + r.sync_time_s;
+      r.sync_exposed_s = r.sync_time_s;
+      r.staleness_steps = 1;
+      break;
+    case Architecture::kFullyAsync: {
+      // Streaming: the rollout keeps its slots full (no long-tail wait); a sync every k steps
+      // pauses the rollout for its ingress and load (with RDMA the trainer's egress overlaps
+      // training; an NCCL broadcast blocks both sides).
+      gen_phase = t_gen_stream;
+      const double both = c.sync_method == SyncMethod::kNcclBroadcast ? r.sync_time_s / k : 0;
+      const double rollout_side = t_gen_stream + t_reward + (both > 0 ? 0 : sync_rollout_side / k);
+      const double trainer_side = train_side + (both > 0 ? 0 : sync_training_side / k);
+      r.step_time_s = std::max(rollout_side, trainer_side) + both;
+      r.sync_exposed_s = both > 0 ? both : std::max(0.0, rollout_side - (t_gen_stream + t_reward));
+      r.staleness_steps = c.queue_steps + (k - 1) / 2.0;
+      break;
+    }
+  }
+  r.phases_s = {{"generation", gen_phase}, {"reward", t_reward},
+                {"logprob", t_logprob},    {"critic", t_critic},
+                {"training", t_update},    {"weight_sync", r.sync_time_s / k},
+                {"offload", offload_s}};
+  const double Rg = r.rollout_gpus, Tg = r.training_gpus;
+  if (separate) {
+    r.gpu_seconds = {{"generation", gen_phase * Rg},
+                     {"reward", 0},
+                     {"logprob", t_logprob * Tg},
+                     {"critic", t_critic * Tg},
+                     {"training", t_update * Tg},
+                     {"weight_sync", r.sync_time_s / k * (Rg + Tg)},
+                     {"offload", 0}};
+    const double rollout_busy = gen_phase + sync_rollout_side / k;
+    const double train_busy = train_side + sync_training_side / k;
+    r.idle_share_rollout = std::clamp(1.0 - rollout_busy / r.step_time_s, 0.0, 1.0);
+    r.idle_share_training = std::clamp(1.0 - train_busy / r.step_time_s, 0.0, 1.0);
+  } else {
+    for (const auto& [name, s] : r.phases_s) r.gpu_seconds.emplace_back(name, s * G);
+    r.idle_share_rollout = r.idle_share_training = 0;
+  }
+  r.generation_tokens_per_s = r.generation.tokens / r.step_time_s;
+  r.training_tokens_per_s = double(N) * seq_tokens / r.step_time_s;
+
+  // The timeline of two steps in steady state.
+  auto add = [&](const char* phase, const char* pool, double s, double e) {
+    if (e > s) r.timeline.push_back({phase, pool, s, e});
+  };
+  for (int step = 0; step < 2; ++step) {
+    const double t0 = step * r.step_time_s;
+    if (!separate) {
+      double t = t0;
+      for (const auto& [name, s] : r.phases_s) {
+        add(name.c_str(), "all", t, t + s);
+        t += s;
+      }
+    } else if (in.arch == Architecture::kDisaggregated) {
+      add("generation", "rollout", t0, t0 + t_gen_batch);
+      add("reward", "rollout", t0 + t_gen_batch, t0 + t_gen_batch + t_reward);
+      const double s0 = t0 + t_gen_batch + t_reward;
+      add("weight_sync", "rollout", s0, s0 + r.sync_time_s);
+      add("weight_sync", "training", s0, s0 + r.sync_time_s);
+      double t = s0 + r.sync_time_s;
+      add("logprob", "training", t, t + t_logprob);
+      t += t_logprob;
+      add("critic", "training", t, t + t_critic);
+      t += t_critic;
+      add("training", "training", t, t + t_update);
+    } else {
+      add("generation", "rollout", t0, t0 + gen_phase);
+      add("reward", "rollout", t0 + gen_phase, t0 + gen_phase + t_reward);
+      double t = t0;
+      add("logprob", "training", t, t + t_logprob);
+      t += t_logprob;
+      add("critic", "training", t, t + t_critic);
+      t += t_critic;
+      add("training", "training", t, t + t_update);
+      const double sync_s = in.arch == Architecture::kOneStepOff ? r.sync_time_s : r.sync_exposed_s;
+      add("weight_sync", "rollout", t0 + r.step_time_s - sync_s, t0 + r.step_time_s);
+      if (in.arch == Architecture::kOneStepOff ||
+          (in.arch == Architecture::kFullyAsync && c.sync_method == SyncMethod::kNcclBroadcast))
+        add("weight_sync", "training", t0 + r.step_time_s - sync_s, t0 + r.step_time_s);
+    }
+  }
+
+  // Derivations.
+  const GenerationResult& g = r.generation;
+  r.derivations.insert(
+      r.derivations.begin(),
+      {{"responses per step", "prompts x samples",
+        fmt::format("{} x {} = {}", c.prompts_per_step, c.samples_per_prompt, N)},
+       {"KV cache per token",
+        c.policy.mla ? "L x (kv_lora_rank + qk_rope_head_dim) x bytes"
+                     : "2 x L x n_kv x d_h x bytes",
+        fmt::format("{:.0f} KiB (whole replica), {:.0f} KiB per GPU at TP{}",
+                    kv_bytes_per_token(c.policy, il.kv) / 1024,
+                    kv_bytes_per_token_per_gpu(c.policy, il) / 1024, il.tp)},
+       {"KV capacity per replica", "(util x HBM - weights/t_g - workspace - resident) / KV per GPU",
+        fmt::format("{:.0f}k tokens (util {:.2f}, weights {:.1f} GiB, resident {:.1f} GiB per GPU)",
+                    g.kv_capacity_tokens / 1e3, il.gpu_memory_utilization,
+                    inference_weight_bytes_per_gpu(c.policy, il) / kGiB,
+                    il.resident_bytes_per_gpu / kGiB)},
+       {"decode step at full batch",
+        "max(weights/t_g + KV, 2 N_active b / t_g / peak) + comm + overhead",
+        fmt::format("max({:.2f} ms memory, {:.2f} ms compute) + {:.2f} ms + {:.2f} ms = {:.2f} ms "
+                    "({})",
+                    g.first_step.memory_s * 1e3, g.first_step.compute_s * 1e3,
+                    g.first_step.comm_s * 1e3, g.first_step.overhead_s * 1e3,
+                    g.first_step.time_s * 1e3,
+                    g.first_step.memory_bound() ? "memory-bound" : "compute-bound")},
+       {"generation (synchronous batch)",
+        "slowest replica: prefill + sum over decode steps (continuous batching); the longest "
+        "response sets it",
+        fmt::format(
+            "{} ({} prefill, {} decode, {} with under half its peak batch of {:.0f}); longest "
+            "response {:.0f} tokens, mean {:.0f}",
+            fmt_s(t_gen_batch), fmt_s(g.prefill_s), fmt_s(g.decode_s), fmt_s(g.tail_s),
+            g.peak_batch, g.longest_tokens, mean_len)},
+       {"generation (streaming)", "response tokens / (replicas x steady-state rate)",
+        fmt::format("{:.3g}M / ({} x {:.0f} tok/s) = {}", g.tokens / 1e6, r.rollout_replicas,
+                    g.streaming_tokens_per_s_per_replica, fmt_s(t_gen_stream))},
+       {"policy update", "optimizer steps x estimated step x (seq tokens / padded seq)",
+        fmt::format("{} x {} x {:.3f} = {} ({})", r.optimizer_steps, fmt_s(te.step_time_s),
+                    seq_scale, fmt_s(t_update), tf.plan.describe())},
+       {"log-prob forwards", "passes x mini-batches x (compute + exposed comm + bubble) / 3",
+        fmt::format("{} x {} x {} = {}", logprob_passes, n_mini,
+                    fmt_s(forward_only_s(te) * seq_scale), fmt_s(t_logprob))}});
+  if (g.kv_limited)
+    r.notes.push_back(
+        "admissions waited for KV-cache room: concurrency is set by KV memory, not "
+        "max_num_seqs");
+  if (!separate && offload_s > 0)
+    r.notes.push_back(
+        fmt::format("offloading gradients and optimizer states to host and back "
+                    "costs {} per step",
+                    fmt_s(offload_s)));
+  (void)t_gen_stream;
+  return r;
+}
+
+std::vector<int> rollout_tp_choices(const RlConfig& c, int pool_gpus) {
+  std::vector<int> out;
+  if (c.rollout_tp > 0) {
+    if (pool_gpus % c.rollout_tp == 0) out.push_back(c.rollout_tp);
+    return out;
+  }
+  for (int t = 1; t <= c.cluster.profile.node.gpus_per_node; t *= 2)
+    if (pool_gpus % t == 0 && c.policy.heads % t == 0) out.push_back(t);
+  return out;
+}
+
+std::vector<int> rollout_pool_choices(const RlConfig& c) {
+  std::vector<int> out;
+  const int G = c.cluster.num_gpus, node = c.cluster.profile.node.gpus_per_node;
+  if (c.rollout_gpus > 0) {
+    out.push_back(c.rollout_gpus);
+    return out;
+  }
+  for (int r = node; r < G; r += node) out.push_back(r);
+  return out;
+}
+
+}  // namespace
+
+RlSearchResult search_rl(const RlConfig& c, int threads) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RlSearchResult out;
+  TrainingSearches searches(c, threads);
+  std::vector<Architecture> archs;
+  if (c.architecture)
+    archs.push_back(*c.architecture);
+  else
+    for (int a = 0; a < kNumArchitectures; ++a) archs.push_back(static_cast<Architecture>(a));
+  bool any = false;
+  std::string last_why;
+  for (Architecture a : archs) {
+    std::optional<RlResult> best;
+    const std::vector<int> pools =
+        separate_pools(a) ? rollout_pool_choices(c) : std::vector<int>{c.cluster.num_gpus};
+    for (int pool : pools) {
+      for (int tpg : rollout_tp_choices(c, pool)) {
+        std::string why;
+        RlResult r = evaluate_one(c, Inputs{a, pool, tpg}, searches, &why);
+        const bool ok = why.empty();
+        out.considered.push_back({a, pool, tpg, ok ? r.step_time_s : 0, ok, why});
+        if (!ok) {
+          last_why = why;
+          continue;
+        }
+        if (!best || r.step_time_s < best->step_time_s) best = std::move(r);
+      }
+    }
+    if (best) {
+      any = true;
+      out.best_per_architecture.push_back(*best);
+      if (out.best_per_architecture.size() == 1 || best->step_time_s < out.best.step_time_s)
+        out.best = *best;
+    }
+  }
+  if (!any) {
+    const SourceLocation at = c.architecture ? c.architecture_at : SourceLocation{c.file, 0, 0};
+    throw InputError(
+        at, "architecture",
+        fmt::format("no feasible RL plan: {}", last_why.empty() ? "nothing to try" : last_why));
+  }
+  out.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+RlResult evaluate_rl(const RlConfig& c, int threads) {
+  // The configured architecture; the pool split and rollout TP as given, else searched.
+  RlConfig one = c;
+  if (!one.architecture) one.architecture = Architecture::kColocated;
+  return search_rl(one, threads).best;
+}
+
+}  // namespace dtplan::rl
