@@ -3,9 +3,12 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "planner/rl.h"
 #include "reports/rl_report.h"
 
@@ -52,6 +55,56 @@ std::string describe(const rl::RlResult& r) {
   return o;
 }
 
+int run_validation(const std::string& file, bool json, int threads) {
+  const std::vector<rl::RlCase> cases = rl::load_rl_cases(file);
+  nlohmann::json j = nlohmann::json::array();
+  double sum_abs = 0;
+  int n = 0, within = 0;
+  if (!json)
+    fmt::print("{:<44} {:<17} {:>10} {:>10} {:>8}\n", "case", "quantity", "measured", "predicted",
+               "error");
+  for (const auto& c : cases) {
+    const rl::RlCaseResult r = rl::evaluate_case(c, threads);
+    nlohmann::json x = {{"id", c.id},
+                        {"quantity", rl::to_string(c.quantity)},
+                        {"measured", c.measured},
+                        {"source", c.source},
+                        {"assumed", c.assumed},
+                        {"predicted", r.predicted}};
+    if (r.predicted) {
+      const double err = (r.value - c.measured) / c.measured;
+      sum_abs += std::abs(err);
+      ++n;
+      within += std::abs(err) <= 0.2 ? 1 : 0;
+      x["value"] = r.value;
+      x["error"] = err;
+      x["detail"] = r.detail;
+      if (!json)
+        fmt::print("{:<44} {:<17} {:>10.3g} {:>10.3g} {:>+7.1f}%\n", c.id,
+                   rl::to_string(c.quantity), c.measured, r.value, 100 * err);
+    } else {
+      x["why"] = r.why;
+      if (!json)
+        fmt::print("{:<44} {:<17} {:>10.3g} {:>10} ({})\n", c.id, rl::to_string(c.quantity),
+                   c.measured, "-", r.why);
+    }
+    j.push_back(x);
+  }
+  const double mape = n > 0 ? sum_abs / n : 0;
+  if (json) {
+    nlohmann::json o = {{"cases", j},
+                        {"predicted", n},
+                        {"total", cases.size()},
+                        {"mape", mape},
+                        {"within_20_percent", within}};
+    fmt::print("{}\n", o.dump(2));
+  } else {
+    fmt::print("{} of {} predicted, MAPE {:.1f}%, {} within 20%\n", n, cases.size(), 100 * mape,
+               within);
+  }
+  return n > 0 ? 0 : 2;
+}
+
 }  // namespace
 
 void register_rl(CLI::App& app, CommandContext& ctx) {
@@ -59,10 +112,14 @@ void register_rl(CLI::App& app, CommandContext& ctx) {
       "rl",
       "Plan an RL post-training step: rollout vs training, colocated vs disaggregated, "
       "weight sync, staleness (docs/rl.md)");
-  static std::string config, out;
+  static std::string config, out, validate;
   static bool search = false, json = false;
   static int threads = 0;
-  cmd->add_option("--config,-c", config, "RL configuration YAML (docs/rl.md)")->required();
+  auto* config_opt = cmd->add_option("--config,-c", config, "RL configuration YAML (docs/rl.md)");
+  cmd->add_option("--validate", validate,
+                  "Published measurements with their configurations (examples/rl/published.yaml): "
+                  "measured beside predicted")
+      ->excludes(config_opt);
   cmd->add_flag("--search", search,
                 "Search every architecture (unless the file fixes one), rollout-pool size and "
                 "rollout TP, each with its best training layout");
@@ -71,6 +128,12 @@ void register_rl(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--threads", threads, "Search threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   cmd->callback([&ctx] {
+    if (!validate.empty()) {
+      ctx.exit_code = run_validation(validate, json, threads);
+      return;
+    }
+    if (config.empty())
+      throw InputError({}, "--config", "give an RL configuration YAML (or --validate FILE)");
     const bool report = !out.empty();
     const reports::Format format =
         report ? reports::format_from_path(out, "--out") : reports::Format::kMarkdown;

@@ -130,6 +130,83 @@ struct Inputs {
 
 }  // namespace
 
+double reshard_volume_bytes(double model_bytes, const Plan& training, int rollout_tp) {
+  const int t_train = training.tp * training.cp * (training.zero >= 3 ? training.dp : 1);
+  const double M = model_bytes;
+  return std::max(0.0, M / rollout_tp - M / (double(training.pp) * std::max(t_train, rollout_tp)));
+}
+
+WeightSync weight_sync(const RlConfig& c, bool separate, const Plan& tp, int training_gpus,
+                       const InferenceLayout& il) {
+  WeightSync w;
+  const HardwareProfile& hw = c.cluster.profile;
+  const double M =
+      static_cast<double>(count_params(c.policy).total()) * bytes_per_element(il.weights);
+  w.bytes = M;
+  const double buckets = std::ceil(M / c.sync_bucket_bytes);
+  const double alpha_s = (hw.scale_out.latency_us + hw.efficiency.collective_overhead_us) * 1e-6;
+  // The replica's intake of new weights, pipelined bucket by bucket with their transport.
+  const double load_s = M / (hw.inference.weight_load_gbps * 1e9);
+  const double nvlink = hw.node.nvlink_gbps_per_direction * 1e9 * hw.efficiency.nvlink_bw_fraction;
+  const double nic = nic_gbps_per_gpu(hw) * 1e9;
+  if (!separate) {
+    // HybridFlow Table 2 (p_g = 1): each GPU needs M / t_g and holds M / mp of the training
+    // copy, volume M / t_g - M / mp when generation is the less sharded. Where generation
+    // shards more finely than training's tensor-parallel part (t_g > t), a GPU keeps only the
+    // t_g-th of its own stage's layers: M / t_g - M / (pp x t_g).
+    const int t_train = tp.tp * tp.cp * (tp.zero >= 3 ? tp.dp : 1);
+    const int mp = t_train * tp.pp;
+    const double volume = reshard_volume_bytes(M, tp, il.tp);
+    const int span = tp.pp > 1 ? training_gpus : t_train;
+    const bool inside_node = span <= hw.node.placement_domain_gpus();
+    const double bw = inside_node ? nvlink : nic;
+    w.time_s = std::max(volume / bw, load_s) + buckets * alpha_s;
+    w.how = fmt::format("reshard: {:.1f} GiB per GPU gathered over {} (training mp {} -> TP{})",
+                        volume / kGiB, inside_node ? "NVLink" : "the scale-out network", mp, il.tp);
+    w.derivations.push_back(
+        {"reshard volume per GPU",
+         "M/t_g - M/(pp x max(t, t_g)) (HybridFlow Table 2 with p_g = 1: M/t_g - M/mp)",
+         fmt::format("{:.2f} GiB/{} - {:.2f} GiB/({} x {}) = {:.2f} GiB (training mp {})", M / kGiB,
+                     il.tp, M / kGiB, tp.pp, std::max(t_train, il.tp), volume / kGiB, mp)});
+    w.derivations.push_back(
+        {"reshard time", "max(volume / link, M / engine load rate) + buckets x alpha",
+         fmt::format("max({}, {}) + {:.0f} x {:.0f} us = {}", fmt_s(volume / bw), fmt_s(load_s),
+                     buckets, alpha_s * 1e6, fmt_s(w.time_s))});
+    w.rollout_side_s = w.training_side_s = w.time_s;
+  } else if (c.sync_method == SyncMethod::kNcclBroadcast) {
+    // One trainer rank sends every byte through its NIC; the gather to it is pipelined with it.
+    const double gather = M * (1.0 - 1.0 / std::max(tp.tp * tp.pp, 1)) / nvlink;
+    w.time_s = std::max({M / nic, gather, load_s}) + buckets * alpha_s;
+    w.how = fmt::format(
+        "NCCL broadcast from one trainer rank: {:.1f} GiB through one NIC ({:.0f} GB/s "
+        "effective)",
+        M / kGiB, nic / 1e9);
+    w.derivations.push_back(
+        {"weight sync",
+         "max(M / NIC, gather to the sender, M / engine load rate) + buckets x alpha",
+         fmt::format("max({}, {}, {}) + {:.0f} x {:.0f} us = {}", fmt_s(M / nic), fmt_s(gather),
+                     fmt_s(load_s), buckets, alpha_s * 1e6, fmt_s(w.time_s))});
+    w.rollout_side_s = w.training_side_s = w.time_s;
+  } else {
+    // Every trainer GPU sends its shard; every rollout GPU receives its TP shard.
+    const double egress = M / (training_gpus * nic);
+    const double ingress = (M / il.tp) / nic;
+    w.time_s = std::max({egress, ingress, load_s}) + buckets * alpha_s;
+    w.how = fmt::format(
+        "bucketed RDMA: egress {} over {} trainer NICs, ingress {} per rollout GPU, engine "
+        "load {}",
+        fmt_s(egress), training_gpus, fmt_s(ingress), fmt_s(load_s));
+    w.derivations.push_back(
+        {"weight sync",
+         "max(M / (trainer GPUs x NIC), (M / t_g) / NIC, M / engine load rate) + buckets x alpha",
+         fmt::format("max({}, {}, {}) + {:.0f} x {:.0f} us = {}", fmt_s(egress), fmt_s(ingress),
+                     fmt_s(load_s), buckets, alpha_s * 1e6, fmt_s(w.time_s))});
+    w.training_side_s = egress;
+    w.rollout_side_s = w.time_s;
+  }
+  return w;
+}
+
 namespace {
 
 RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& searches,
@@ -233,73 +310,12 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
       r.generation.tokens / (r.rollout_replicas * r.generation.streaming_tokens_per_s_per_replica);
 
   // Weight sync.
-  const double M =
-      static_cast<double>(count_params(c.policy).total()) * bytes_per_element(il.weights);
-  r.sync_bytes = M;
-  const double buckets = std::ceil(M / c.sync_bucket_bytes);
-  const double alpha_s = (hw.scale_out.latency_us + hw.efficiency.collective_overhead_us) * 1e-6;
-  // The replica's intake of new weights, pipelined bucket by bucket with their transport.
-  const double load_s = M / (hw.inference.weight_load_gbps * 1e9);
-  const Plan& tp = tf.plan;
-  const double nvlink = hw.node.nvlink_gbps_per_direction * 1e9 * hw.efficiency.nvlink_bw_fraction;
-  const double nic = nic_gbps_per_gpu(hw) * 1e9;
-  double sync_rollout_side = 0, sync_training_side = 0;
-  if (!separate) {
-    // HybridFlow Table 2 (p_g = 1): each GPU needs M / t_g and holds M / mp of the training
-    // copy, volume M / t_g - M / mp when generation is the less sharded. Where generation
-    // shards more finely than training's tensor-parallel part (t_g > t), a GPU keeps only the
-    // t_g-th of its own stage's layers: M / t_g - M / (pp x t_g).
-    const int t_train = tp.tp * tp.cp * (tp.zero >= 3 ? tp.dp : 1);
-    const int mp = t_train * tp.pp;
-    const double volume = std::max(0.0, M / il.tp - M / (double(tp.pp) * std::max(t_train, il.tp)));
-    const int span = tp.pp > 1 ? r.training_gpus : t_train;
-    const bool inside_node = span <= hw.node.placement_domain_gpus();
-    const double bw = inside_node ? nvlink : nic;
-    r.sync_time_s = std::max(volume / bw, load_s) + buckets * alpha_s;
-    r.sync_how =
-        fmt::format("reshard: {:.1f} GiB per GPU gathered over {} (training mp {} -> TP{})",
-                    volume / kGiB, inside_node ? "NVLink" : "the scale-out network", mp, il.tp);
-    r.derivations.push_back(
-        {"reshard volume per GPU",
-         "M/t_g - M/(pp x max(t, t_g)) (HybridFlow Table 2 with p_g = 1: M/t_g - M/mp)",
-         fmt::format("{:.2f} GiB/{} - {:.2f} GiB/({} x {}) = {:.2f} GiB (training mp {})", M / kGiB,
-                     il.tp, M / kGiB, tp.pp, std::max(t_train, il.tp), volume / kGiB, mp)});
-    r.derivations.push_back(
-        {"reshard time", "max(volume / link, M / engine load rate) + buckets x alpha",
-         fmt::format("max({}, {}) + {:.0f} x {:.0f} us = {}", fmt_s(volume / bw), fmt_s(load_s),
-                     buckets, alpha_s * 1e6, fmt_s(r.sync_time_s))});
-    sync_rollout_side = sync_training_side = r.sync_time_s;
-  } else if (c.sync_method == SyncMethod::kNcclBroadcast) {
-    // One trainer rank sends every byte through its NIC; the gather to it is pipelined with it.
-    const double gather = M * (1.0 - 1.0 / std::max(tp.tp * tp.pp, 1)) / nvlink;
-    r.sync_time_s = std::max({M / nic, gather, load_s}) + buckets * alpha_s;
-    r.sync_how = fmt::format(
-        "NCCL broadcast from one trainer rank: {:.1f} GiB through one NIC "
-        "({:.0f} GB/s effective)",
-        M / kGiB, nic / 1e9);
-    r.derivations.push_back(
-        {"weight sync",
-         "max(M / NIC, gather to the sender, M / engine load rate) + buckets x alpha",
-         fmt::format("max({}, {}, {}) + {:.0f} x {:.0f} us = {}", fmt_s(M / nic), fmt_s(gather),
-                     fmt_s(load_s), buckets, alpha_s * 1e6, fmt_s(r.sync_time_s))});
-    sync_rollout_side = sync_training_side = r.sync_time_s;
-  } else {
-    // Every trainer GPU sends its shard; every rollout GPU receives its TP shard.
-    const double egress = M / (r.training_gpus * nic);
-    const double ingress = (M / il.tp) / nic;
-    r.sync_time_s = std::max({egress, ingress, load_s}) + buckets * alpha_s;
-    r.sync_how = fmt::format(
-        "bucketed RDMA: egress {} over {} trainer NICs, ingress {} per "
-        "rollout GPU",
-        fmt_s(egress), r.training_gpus, fmt_s(ingress));
-    r.derivations.push_back(
-        {"weight sync",
-         "max(M / (trainer GPUs x NIC), (M / t_g) / NIC, M / engine load rate) + buckets x alpha",
-         fmt::format("max({}, {}, {}) + {:.0f} x {:.0f} us = {}", fmt_s(egress), fmt_s(ingress),
-                     fmt_s(load_s), buckets, alpha_s * 1e6, fmt_s(r.sync_time_s))});
-    sync_training_side = egress;
-    sync_rollout_side = r.sync_time_s;
-  }
+  const WeightSync ws = weight_sync(c, separate, tf.plan, r.training_gpus, il);
+  r.sync_bytes = ws.bytes;
+  r.sync_time_s = ws.time_s;
+  r.sync_how = ws.how;
+  r.derivations.insert(r.derivations.end(), ws.derivations.begin(), ws.derivations.end());
+  const double sync_rollout_side = ws.rollout_side_s, sync_training_side = ws.training_side_s;
 
   // Compose the step.
   const double train_side = t_logprob + t_critic + t_update;
@@ -374,17 +390,18 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
         t += s;
       }
     } else if (in.arch == Architecture::kDisaggregated) {
+      // Generation, then the trainer on its samples, then the new weights to the rollout.
       add("generation", "rollout", t0, t0 + t_gen_batch);
       add("reward", "rollout", t0 + t_gen_batch, t0 + t_gen_batch + t_reward);
-      const double s0 = t0 + t_gen_batch + t_reward;
-      add("weight_sync", "rollout", s0, s0 + r.sync_time_s);
-      add("weight_sync", "training", s0, s0 + r.sync_time_s);
-      double t = s0 + r.sync_time_s;
+      double t = t0 + t_gen_batch + t_reward;
       add("logprob", "training", t, t + t_logprob);
       t += t_logprob;
       add("critic", "training", t, t + t_critic);
       t += t_critic;
       add("training", "training", t, t + t_update);
+      t += t_update;
+      add("weight_sync", "rollout", t, t + r.sync_time_s);
+      add("weight_sync", "training", t, t + r.sync_time_s);
     } else {
       add("generation", "rollout", t0, t0 + gen_phase);
       add("reward", "rollout", t0 + gen_phase, t0 + gen_phase + t_reward);
@@ -444,6 +461,16 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
        {"log-prob forwards", "passes x mini-batches x (compute + exposed comm + bubble) / 3",
         fmt::format("{} x {} x {} = {}", logprob_passes, n_mini,
                     fmt_s(forward_only_s(te) * seq_scale), fmt_s(t_logprob))}});
+  // How sure: what validation against published runs showed (docs/rl.md, "Validation").
+  if (c.policy.is_moe())
+    r.notes.push_back(
+        "MoE rollout: on published verl runs (Qwen3-30B-A3B, DeepSeek-V3 on H20) "
+        "dtplan's generation was 1.5-3x faster than measured; expert GEMMs at "
+        "decode batch sizes are priced as weight streaming only (docs/rl.md)");
+  r.notes.push_back(
+      "validation: 4 of 13 published RL figures within 20% (docs/rl.md); "
+      "asynchronous speedups over colocated runs are underestimated where the "
+      "published trainer did not scale with its GPUs");
   if (g.kv_limited)
     r.notes.push_back(
         "admissions waited for KV-cache room: concurrency is set by KV memory, not "
@@ -531,6 +558,83 @@ RlResult evaluate_rl(const RlConfig& c, int threads) {
   RlConfig one = c;
   if (!one.architecture) one.architecture = Architecture::kColocated;
   return search_rl(one, threads).best;
+}
+
+namespace {
+
+// A case's configuration exactly as given: its architecture, its pools, its rollout TP (the
+// smallest that fits where it gives none).
+RlResult evaluate_fixed(const RlConfig& c, int threads) { return search_rl(c, threads).best; }
+
+}  // namespace
+
+RlCaseResult evaluate_case(const RlCase& k, int threads) {
+  RlCaseResult out;
+  try {
+    switch (k.quantity) {
+      case CaseQuantity::kSyncTime: {
+        const RlConfig& c = k.config;
+        const bool separate = *c.architecture != Architecture::kColocated;
+        Plan p;
+        p.tp = c.space.tp.empty() ? 1 : c.space.tp.front();
+        p.pp = c.space.pp.empty() ? 1 : c.space.pp.front();
+        p.zero = c.space.zero.empty() ? 0 : c.space.zero.front();
+        const int training = separate ? c.cluster.num_gpus - c.rollout_gpus : c.cluster.num_gpus;
+        p.dp = std::max(1, training / (p.tp * p.pp));
+        InferenceLayout il = c.rollout;
+        il.tp = c.rollout_tp > 0 ? c.rollout_tp : 1;
+        const WeightSync w = weight_sync(c, separate, p, training, il);
+        out.value = w.time_s;
+        out.detail = w.how;
+        break;
+      }
+      case CaseQuantity::kSpeedup: {
+        const RlResult a = evaluate_fixed(k.config, threads);
+        const RlResult b = evaluate_fixed(*k.baseline, threads);
+        out.value = b.step_time_s / a.step_time_s;
+        out.detail = fmt::format("baseline {} {:.1f} s / {} {:.1f} s", to_string(b.architecture),
+                                 b.step_time_s, to_string(a.architecture), a.step_time_s);
+        break;
+      }
+      case CaseQuantity::kGeneration: {
+        // The rollout alone: its pool (colocated: every GPU at the colocated memory share,
+        // the trainer's state offloaded), no training layout needed.
+        const RlConfig& c = k.config;
+        const bool separate = *c.architecture != Architecture::kColocated;
+        InferenceLayout il = c.rollout;
+        il.tp = c.rollout_tp > 0 ? c.rollout_tp : 1;
+        if (!separate) il.gpu_memory_utilization = c.colocated_gpu_memory_utilization;
+        const int pool = separate ? c.rollout_gpus : c.cluster.num_gpus;
+        const GenerationResult g =
+            generate(c.policy, c.cluster.profile, c.cluster.profile.inference, il, pool / il.tp,
+                     c.prompts_per_step * c.samples_per_prompt, c.samples_per_prompt,
+                     c.prompt_tokens, c.response);
+        if (!g.fits) throw InputError(k.at, "config", "the policy does not fit the rollout");
+        out.value = g.time_s;
+        out.detail = fmt::format(
+            "rollout TP{} x {}: prefill {:.1f} s, decode {:.1f} s ({:.1f} s with under half the "
+            "peak batch of {:.0f}), longest {:.0f} tokens",
+            il.tp, pool / il.tp, g.prefill_s, g.decode_s, g.tail_s, g.peak_batch, g.longest_tokens);
+        break;
+      }
+      default: {
+        const RlResult r = evaluate_fixed(k.config, threads);
+        double gen = 0;
+        for (const auto& [n, s] : r.phases_s)
+          if (n == "generation") gen = s;
+        out.value = k.quantity == CaseQuantity::kStepTime ? r.step_time_s : gen / r.step_time_s;
+        out.detail = fmt::format(
+            "{} step {:.1f} s, generation {:.1f} s, rollout TP{} x {}, "
+            "training {}",
+            to_string(r.architecture), r.step_time_s, gen, r.rollout_tp, r.rollout_replicas,
+            r.training_plan.describe());
+      }
+    }
+    out.predicted = true;
+  } catch (const InputError& e) {
+    out.why = e.reason();
+  }
+  return out;
 }
 
 }  // namespace dtplan::rl

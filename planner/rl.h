@@ -150,10 +150,51 @@ struct RlSearchResult {
   double elapsed_s = 0;
 };
 
+// The weight transfer of one step: the colocated reshard (HybridFlow's volume) or the push to a
+// separate pool (NCCL broadcast from one trainer rank, or bucketed RDMA), pipelined with the
+// replicas' intake (the profile's inference.weight_load_gbps).
+struct WeightSync {
+  double bytes = 0, time_s = 0;
+  double rollout_side_s = 0, training_side_s = 0;  // what each pool spends in it
+  std::string how;
+  std::vector<Derivation> derivations;
+};
+// Bytes each GPU gathers when the colocated engine takes the weights at TP t_g from a training
+// layout (t = tp x cp, x dp under ZeRO-3; pp stages): M / t_g - M / (pp x max(t, t_g)), which is
+// HybridFlow Table 2's (t p - t_g p_g) / (t_g p_g t p) M with p_g = 1 where t_g <= t.
+double reshard_volume_bytes(double model_bytes, const Plan& training, int rollout_tp);
+WeightSync weight_sync(const RlConfig& c, bool separate_pools, const Plan& training,
+                       int training_gpus, const InferenceLayout& rollout);
+
 // The configured architecture with its rollout pool and TP as given (searched where 0).
 RlResult evaluate_rl(const RlConfig& c, int threads = 0);
 // Every architecture (or the configured one), every rollout-pool size (multiples of the node)
 // and rollout TP, each with its best training layout.
 RlSearchResult search_rl(const RlConfig& c, int threads = 0);
+
+// A published RL system measurement with the configuration that reproduces it
+// (examples/rl/published.yaml, docs/rl.md "Validation").
+enum class CaseQuantity { kStepTime, kGeneration, kGenerationShare, kSpeedup, kSyncTime };
+const char* to_string(CaseQuantity q);
+
+struct RlCase {
+  std::string id, source, quote, assumed;
+  CaseQuantity quantity = CaseQuantity::kStepTime;
+  double measured = 0;
+  RlConfig config;
+  std::optional<RlConfig> baseline;  // speedup: measured = baseline's step / config's step
+  SourceLocation at;
+};
+std::vector<RlCase> load_rl_cases(const std::string& path);
+
+struct RlCaseResult {
+  bool predicted = false;
+  double value = 0;
+  std::string why;     // when not predicted
+  std::string detail;  // the figures it came from
+};
+// The quantity as dtplan predicts it: the configuration's architecture and pools as given,
+// training layouts searched; sync time from the transfer model alone (no training search).
+RlCaseResult evaluate_case(const RlCase& c, int threads = 0);
 
 }  // namespace dtplan::rl

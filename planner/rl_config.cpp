@@ -63,6 +63,7 @@ LengthDistribution read_length(YamlMap d, bool response) {
     if (inline_cdf == from_file) d.fail_here("an empirical distribution needs cdf or cdf_file");
     std::vector<std::pair<double, double>> pts;
     std::vector<SourceLocation> where;
+    const std::string cdf_field = d.field(inline_cdf ? "cdf" : "cdf_file");
     if (inline_cdf) {
       const YAML::Node n = d.child("cdf");
       if (!n.IsSequence() || n.size() == 0)
@@ -98,25 +99,25 @@ LengthDistribution read_length(YamlMap d, bool response) {
         }
         if (!ok_a && !ok_b && lineno == 1) continue;  // a header line
         if (!ok_a || !ok_b || !std::isfinite(t) || !std::isfinite(p))
-          throw InputError({path, lineno, 1}, "cdf_file",
+          throw InputError({path, lineno, 1}, cdf_field,
                            "expected 'tokens,probability' with two finite numbers");
         pts.emplace_back(t, p);
         where.push_back({path, lineno, 1});
       }
-      if (pts.empty()) throw InputError({path, 0, 0}, "cdf_file", "holds no points");
+      if (pts.empty()) throw InputError({path, 0, 0}, cdf_field, "holds no points");
     }
     for (size_t i = 0; i < pts.size(); ++i) {
       const auto& [t, p] = pts[i];
       if (!(t >= 1 && t <= kMaxTokens))
-        throw InputError(where[i], "cdf", fmt::format("tokens {} out of range (1-4M)", t));
+        throw InputError(where[i], cdf_field, fmt::format("tokens {} out of range (1-4M)", t));
       if (!(p > 0 && p <= 1))
-        throw InputError(where[i], "cdf", fmt::format("probability {} out of range (0, 1]", p));
+        throw InputError(where[i], cdf_field, fmt::format("probability {} out of range (0, 1]", p));
       if (i > 0 && (t <= pts[i - 1].first || p < pts[i - 1].second))
-        throw InputError(where[i], "cdf",
+        throw InputError(where[i], cdf_field,
                          "points must have increasing tokens and non-decreasing probabilities");
     }
     if (std::abs(pts.back().second - 1.0) > 1e-9)
-      throw InputError(where.back(), "cdf", "the last point's probability must be 1");
+      throw InputError(where.back(), cdf_field, "the last point's probability must be 1");
     L.cdf = std::move(pts);
     L.max_tokens = L.cdf.back().first;
     L.mean_tokens = L.mean();
@@ -170,7 +171,6 @@ RlConfig read_config(YamlMap& y) {
       y.fail("cluster", "RL planning takes one GPU kind (a homogeneous cluster)");
   }
   const int G = c.cluster.num_gpus;
-  const int node = c.cluster.profile.node.gpus_per_node;
 
   {
     std::vector<std::string> archs = architecture_names();
@@ -208,7 +208,6 @@ RlConfig read_config(YamlMap& y) {
   if (auto r = y.opt_map("rollout")) {
     InferenceLayout& il = c.rollout;
     if (auto t = r->opt_int("tp", 1, 1024)) {
-      if (*t > node) r->fail("tp", fmt::format("{} exceeds the {} GPUs of a node", *t, node));
       if (G % *t) r->fail("tp", fmt::format("does not divide the {} GPUs", G));
       if (c.policy.heads % *t)
         r->fail("tp", fmt::format("does not divide the policy's {} heads", c.policy.heads));
@@ -365,6 +364,109 @@ RlFile load_rl_file(const std::string& path) {
     }
   }
   return f;
+}
+
+}  // namespace dtplan::rl
+
+namespace dtplan::rl {
+
+namespace {
+
+// YAML's merge key (`<<: *anchor`, yaml.org/type/merge.html), which yaml-cpp 0.7 reads as a
+// plain key: the map's own keys over those of the merged map(s), one level deep.
+YAML::Node with_merge_keys(const YAML::Node& n, const std::string& file, const std::string& field) {
+  if (!n.IsMap() || !n["<<"].IsDefined()) return n;
+  YAML::Node out(YAML::NodeType::Map);
+  auto take = [&](const YAML::Node& m) {
+    if (!m.IsMap())
+      throw InputError(location_of(m, file), field + ".<<", "a merge key takes a map (an alias)");
+    for (const auto& kv : m) out[kv.first.as<std::string>()] = kv.second;
+  };
+  const YAML::Node src = n["<<"];
+  if (src.IsSequence())
+    for (const auto& m : src) take(m);
+  else
+    take(src);
+  for (const auto& kv : n) {
+    const std::string k = kv.first.as<std::string>();
+    if (k != "<<") out[k] = kv.second;
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(CaseQuantity q) {
+  switch (q) {
+    case CaseQuantity::kStepTime:
+      return "step_time_s";
+    case CaseQuantity::kGeneration:
+      return "generation_s";
+    case CaseQuantity::kGenerationShare:
+      return "generation_share";
+    case CaseQuantity::kSpeedup:
+      return "speedup";
+    case CaseQuantity::kSyncTime:
+      return "sync_time_s";
+  }
+  return "step_time_s";
+}
+
+std::vector<RlCase> load_rl_cases(const std::string& path) {
+  const YAML::Node root = load_yaml_file(path);
+  if (!root.IsMap()) throw InputError({path, 1, 1}, "", "expected a map with a `cases:` list");
+  YamlMap top(root, path, "");
+  top.allow("assumptions");
+  for (const auto& kv : root) {  // anchors for the cases' configurations (x-...)
+    const std::string k = kv.first.as<std::string>();
+    if (k.rfind("x-", 0) == 0) top.allow(k);
+  }
+  top.opt_string("title");
+  const YAML::Node list = top.child("cases");
+  if (!list.IsSequence() || list.size() == 0)
+    throw InputError(location_of(root, path), "cases", "expected a non-empty list of cases");
+  std::vector<RlCase> out;
+  const std::vector<std::string> quantities = {"step_time_s", "generation_s", "generation_share",
+                                               "speedup", "sync_time_s"};
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string field = fmt::format("cases[{}]", i);
+    if (!list[i].IsMap()) throw InputError(location_of(list[i], path), field, "expected a map");
+    YamlMap y(list[i], path, field);
+    RlCase c;
+    c.at = location_of(list[i], path);
+    c.id = y.get_string("id");
+    c.source = y.get_string("source");
+    c.quote = y.get_string("quote");
+    c.assumed = y.opt_string("assumed").value_or("");
+    const std::string q = y.get_enum("quantity", quantities);
+    for (size_t k = 0; k < quantities.size(); ++k)
+      if (q == quantities[k]) c.quantity = static_cast<CaseQuantity>(k);
+    c.measured = y.get_double("measured", 0);
+    {
+      YamlMap cm(with_merge_keys(y.get_map("config").node(), path, y.field("config")), path,
+                 y.field("config"));
+      c.config = read_config(cm);
+      cm.finish();
+    }
+    if (y.has("baseline")) {
+      if (c.quantity != CaseQuantity::kSpeedup)
+        y.fail("baseline", "only a speedup compares with a baseline");
+      YamlMap bm(with_merge_keys(y.get_map("baseline").node(), path, y.field("baseline")), path,
+                 y.field("baseline"));
+      c.baseline = read_config(bm);
+      bm.finish();
+    } else if (c.quantity == CaseQuantity::kSpeedup) {
+      y.fail("quantity", "a speedup needs a baseline configuration");
+    }
+    for (const RlConfig* cfg : {&c.config, c.baseline ? &*c.baseline : nullptr}) {
+      if (cfg && !cfg->architecture)
+        y.fail("config", "a case fixes its architecture (colocated, disaggregated, ...)");
+    }
+    y.finish();
+    out.push_back(std::move(c));
+  }
+  top.finish();
+  return out;
 }
 
 }  // namespace dtplan::rl

@@ -150,7 +150,9 @@ std::string markdown(const RlReportData& d) {
   std::string o;
   auto out = std::back_inserter(o);
   fmt::format_to(out, "# {}\n\n", markdown_cell(d.title));
-  fmt::format_to(out, "Policy {} on {} x {} GPUs. Best architecture: **{}**, step {} s; {}.\n\n",
+  fmt::format_to(out,
+                 "Policy {} on {} x {} GPUs. Architecture **{}** (the best of those searched with "
+                 "--search), step {} s; {}.\n\n",
                  markdown_cell(d.policy), d.gpus, markdown_cell(d.cluster),
                  rl::to_string(r.architecture), sec(r.step_time_s), markdown_cell(pools(r)));
   o += "## Phases of one step\n\n| phase | seconds | share of step | GPU-hours per step "

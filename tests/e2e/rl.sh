@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# dtplan rl through the CLI (issue #19): the JSON interface scripts rely on, --search over the
+# architectures, the reports (HTML and Markdown with the timeline, the arithmetic and the
+# what-ifs), and --validate's case table. Expected relations are recomputed here from the JSON.
+# usage: rl.sh DTPLAN_BINARY SOURCE_DIR
+set -u
+bin=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { if [[ $2 -ne 0 ]]; then echo "FAIL $1"; fail=1; else echo "ok   $1"; fi; }
+
+"$bin" rl --config "$src/examples/rl/grpo-70b-colocated.yaml" --json >"$tmp/c.json" 2>/dev/null
+ok "rl --json (colocated example): exit 0" $?
+python3 - "$tmp/c.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+for k in ["step_time_s", "architecture", "phases_s", "idle_share", "weight_sync",
+          "staleness_steps", "generation_tokens_per_s", "gpus"]:
+    assert k in j, k
+for k in ["generation", "reward", "logprob", "training", "weight_sync"]:
+    assert k in j["phases_s"], k
+for k in ["bytes", "time_s", "interval_steps"]:
+    assert k in j["weight_sync"], k
+assert j["architecture"] == "colocated"
+assert j["gpus"] == {"rollout": 256, "training": 256}
+assert j["staleness_steps"] == 0
+# A synchronous colocated step is its phases one after another.
+total = sum(j["phases_s"].values())
+assert abs(total / j["step_time_s"] - 1) < 1e-9, (total, j["step_time_s"])
+# Response tokens per second of step = the rollout's tokens over the step.
+r = j["rollout"]
+assert abs(j["generation_tokens_per_s"] * j["step_time_s"] / r["response_tokens"] - 1) < 1e-9
+assert len(j["whatif"]) == 4 and all(w["found"] for w in j["whatif"])
+PY
+ok "rl --json: the interface keys and their arithmetic" $?
+
+"$bin" rl --config "$src/examples/rl/grpo-70b-disaggregated.yaml" --search --json \
+  >"$tmp/s.json" 2>/dev/null
+ok "rl --search --json (disaggregated example): exit 0" $?
+python3 - "$tmp/s.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+archs = {a["architecture"]: a for a in j["architectures"]}
+assert set(archs) == {"colocated", "disaggregated", "one-step-off", "fully-async"}, archs.keys()
+assert j["step_time_s"] == min(a["step_time_s"] for a in archs.values())
+for a in archs.values():
+    if a["architecture"] != "colocated":
+        assert a["gpus"]["rollout"] + a["gpus"]["training"] == 256
+        assert a["gpus"]["rollout"] % 8 == 0
+assert archs["disaggregated"]["staleness_steps"] == 0
+assert archs["one-step-off"]["staleness_steps"] == 1
+feasible = [c for c in j["considered"] if c["feasible"]]
+assert len(feasible) > 50
+PY
+ok "rl --search: every architecture, the best one first, pools on node boundaries" $?
+
+for ext in html md; do
+  "$bin" rl --config "$src/examples/rl/grpo-70b-disaggregated.yaml" --out "$tmp/r.$ext" \
+    >/dev/null 2>&1
+  ok "rl --out r.$ext: exit 0" $?
+  for s in "Phases of one step" "How the numbers were derived" "What if" "weight sync" \
+           "dtplan-source\|Source data"; do
+    grep -q "$s" "$tmp/r.$ext"
+    ok "rl report .$ext has '$s'" $?
+  done
+done
+grep -q '<svg' "$tmp/r.html"
+ok "rl report .html draws the timeline" $?
+
+"$bin" rl --validate "$src/examples/rl/published.yaml" --json >"$tmp/v.json" 2>/dev/null
+ok "rl --validate --json: exit 0" $?
+python3 - "$tmp/v.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["total"] >= 5, j["total"]
+for c in j["cases"]:
+    assert c["source"] and c["quantity"] in (
+        "step_time_s", "generation_s", "generation_share", "speedup", "sync_time_s")
+    if c["predicted"]:
+        assert abs((c["value"] - c["measured"]) / c["measured"] - c["error"]) < 1e-12
+PY
+ok "rl --validate: every case sourced, errors as (predicted - measured) / measured" $?
+exit $fail

@@ -1,0 +1,227 @@
+// RL post-training planner (planner/rl.h) and the rollout cost model
+// (simulator/cost/inference_cost.h). Expected values are computed here from the formulas of
+// REFERENCE.md section 8 and HybridFlow Table 2 with the profile's numbers, independently of the
+// code under test's own composition.
+#include "planner/rl.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/catalog.h"
+#include "simulator/cost/inference_cost.h"
+
+namespace dtplan {
+namespace {
+
+const std::string kData = DTPLAN_TEST_DATA_DIR;
+
+TEST(KvCache, BytesPerTokenFollowTheFormula) {
+  const ModelSpec m = load_model("llama3-70b");
+  // 2 x L x n_kv x d_h x bytes = 2 x 80 x 8 x 128 x 2 (REFERENCE.md 8).
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(m, Precision::kBf16), 2.0 * 80 * 8 * 128 * 2);
+  InferenceLayout l;
+  l.tp = 8;
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token_per_gpu(m, l), 2.0 * 80 * 1 * 128 * 2);
+  l.tp = 16;  // fewer KV heads than GPUs: each GPU still holds one head
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token_per_gpu(m, l), 2.0 * 80 * 1 * 128 * 2);
+  // MLA: the compressed latent and the rotary key, L x (kv_lora_rank + qk_rope_head_dim) x bytes
+  // (DeepSeek-V3: 61 layers, 512 + 64).
+  const ModelSpec ds = load_model("deepseek-v3");
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(ds, Precision::kBf16), 61.0 * (512 + 64) * 2);
+}
+
+TEST(DecodeStep, MemoryBoundAtSmallBatch) {
+  const ModelSpec m = load_model("llama3-70b");
+  const HardwareProfile hw = load_profile("dgx-h100");
+  const InferenceParams& ip = hw.inference;
+  InferenceLayout l;
+  l.tp = 8;
+  const DecodeStep d = decode_step(m, hw, ip, l, 1, 1000);
+  const ParamCounts pc = count_params(m);
+  // Weights but the input embedding (gathered, not streamed), plus 1000 cached tokens' KV.
+  const double bytes = (double(pc.total() - pc.embedding) * 2 + 1000.0 * 2 * 80 * 128 * 2 * 8) / 8;
+  const double expect_mem = bytes / (3350e9 * ip.decode_bw_fraction);
+  EXPECT_NEAR(d.memory_s, expect_mem, 1e-9 * expect_mem);
+  EXPECT_TRUE(d.memory_bound());
+  EXPECT_NEAR(d.comm_s, 2 * 80 * ip.tp_allreduce_us * 1e-6, 1e-12);
+  EXPECT_NEAR(d.overhead_s, (ip.step_overhead_us + 80 * ip.layer_overhead_us) * 1e-6, 1e-12);
+  EXPECT_NEAR(d.time_s, d.memory_s + d.comm_s + d.overhead_s, 1e-12);
+  // About 6.5 ms of weight streaming on 8 H100 at 0.8 of 3.35 TB/s.
+  EXPECT_GT(d.memory_s, 6e-3);
+  EXPECT_LT(d.memory_s, 7e-3);
+}
+
+TEST(DecodeStep, ComputeBoundAtLargeBatch) {
+  const ModelSpec m = load_model("llama3-70b");
+  const HardwareProfile hw = load_profile("dgx-h100");
+  const InferenceParams& ip = hw.inference;
+  InferenceLayout l;
+  l.tp = 8;
+  const DecodeStep d = decode_step(m, hw, ip, l, 4096, 0);
+  // 2 x N_active x batch / t_g at decode efficiency of the BF16 peak.
+  const double expect =
+      2.0 * double(count_params(m).active()) * 4096 / 8 / (989e12 * ip.decode_compute_fraction);
+  EXPECT_NEAR(d.compute_s, expect, 1e-9 * expect);
+  EXPECT_FALSE(d.memory_bound());
+}
+
+TEST(Generation, EqualsTheSumOfItsDecodeSteps) {
+  // Fixed lengths, every sequence admitted at once: the batch stays N for L steps while the
+  // context grows by N a step; the time is the prefills plus sum_j step(N, N (P + j)).
+  const ModelSpec m = load_model("llama3-8b");
+  const HardwareProfile hw = load_profile("dgx-h100");
+  InferenceLayout l;
+  l.tp = 1;
+  LengthDistribution d;
+  d.kind = LengthDistribution::Kind::kFixed;
+  d.mean_tokens = 300;
+  const int N = 64;
+  const double P = 200;
+  const GenerationResult g = generate(m, hw, hw.inference, l, 1, N, 1, P, d);
+  double expect = N * prefill_time_s(m, hw, hw.inference, l, P, P);
+  for (int j = 0; j < 300; ++j)
+    expect += decode_step(m, hw, hw.inference, l, N, N * (P + j)).time_s;
+  EXPECT_NEAR(g.time_s, expect, 1e-9 * expect);
+  EXPECT_FALSE(g.kv_limited);
+  EXPECT_DOUBLE_EQ(g.tokens, N * 300.0);
+}
+
+TEST(Generation, TheLongestResponseBoundsTheSynchronousStep) {
+  const ModelSpec m = load_model("llama3-8b");
+  const HardwareProfile hw = load_profile("dgx-h100");
+  InferenceLayout l;
+  LengthDistribution d;
+  d.kind = LengthDistribution::Kind::kLognormal;
+  d.mean_tokens = 2000;
+  d.sigma = 1.0;
+  d.max_tokens = 16000;
+  d.prepare();
+  EXPECT_NEAR(d.mean(), 2000, 1e-6);
+  const GenerationResult g = generate(m, hw, hw.inference, l, 4, 1024, 8, 500, d);
+  // The longest response takes its own steps one after another, each at least a batch-1 step.
+  const double floor = g.longest_tokens * decode_step(m, hw, hw.inference, l, 1, 500).time_s;
+  EXPECT_GE(g.time_s, floor);
+  EXPECT_GT(g.tail_s, 0);
+  EXPECT_NEAR(g.longest_tokens, std::round(d.quantile(1 - 0.5 / 1024)), 0.5);
+}
+
+TEST(Generation, MoreRolloutReplicasNeverSlowIt) {
+  const ModelSpec m = load_model("llama3-8b");
+  const HardwareProfile hw = load_profile("dgx-h100");
+  InferenceLayout l;
+  l.max_num_seqs = 64;  // so that fewer replicas queue
+  LengthDistribution d;
+  d.kind = LengthDistribution::Kind::kLognormal;
+  d.mean_tokens = 1500;
+  d.sigma = 0.8;
+  d.max_tokens = 8000;
+  d.prepare();
+  double last = 1e300;
+  for (int r = 1; r <= 64; r *= 2) {
+    const GenerationResult g = generate(m, hw, hw.inference, l, r, 2048, 8, 400, d);
+    EXPECT_LE(g.time_s, last * (1 + 1e-12)) << r << " replicas";
+    last = g.time_s;
+  }
+}
+
+TEST(LengthDistribution, EmpiricalQuantileAndMean) {
+  LengthDistribution d;
+  d.kind = LengthDistribution::Kind::kEmpirical;
+  d.cdf = {{100, 0.5}, {300, 1.0}};
+  // Half the mass at 100, the rest uniform on (100, 300]: mean 0.5 x 100 + 0.5 x 200.
+  EXPECT_DOUBLE_EQ(d.mean(), 150);
+  EXPECT_DOUBLE_EQ(d.quantile(0.25), 100);
+  EXPECT_DOUBLE_EQ(d.quantile(0.75), 200);
+}
+
+TEST(WeightSync, ReshardVolumeIsHybridFlowTable2) {
+  // (t p - t_g p_g) / (t_g p_g t p) M with p_g = 1 wherever t_g <= t.
+  const double M = 140e9;
+  for (int t : {2, 4, 8})
+    for (int p : {1, 2, 4})
+      for (int tg = 1; tg <= t; tg *= 2) {
+        Plan pl;
+        pl.tp = t;
+        pl.pp = p;
+        const double hybridflow = double(t * p - tg) / (double(tg) * t * p) * M;
+        EXPECT_NEAR(rl::reshard_volume_bytes(M, pl, tg), hybridflow, 1e-6 * M)
+            << "t " << t << " p " << p << " t_g " << tg;
+      }
+  Plan same;
+  same.tp = 8;
+  EXPECT_DOUBLE_EQ(rl::reshard_volume_bytes(M, same, 8), 0);  // the same sharding: nothing moves
+}
+
+rl::RlConfig example(const char* file) {
+  return rl::load_rl_file(kData + "/examples/rl/" + file).base;
+}
+
+TEST(WeightSync, NcclBroadcastGoesThroughOneNic) {
+  rl::RlConfig c = example("grpo-70b-disaggregated.yaml");
+  c.sync_method = rl::SyncMethod::kNcclBroadcast;
+  const HardwareProfile& hw = c.cluster.profile;
+  Plan p;
+  p.tp = 8;
+  InferenceLayout il;
+  il.tp = 8;
+  const rl::WeightSync w = rl::weight_sync(c, true, p, 96, il);
+  const double M = double(count_params(c.policy).total()) * 2;
+  const double nic = 8 * 50e9 / 8 * hw.efficiency.network_bw_fraction;  // one 400G NIC
+  const double buckets = std::ceil(M / c.sync_bucket_bytes);
+  const double alpha = (hw.scale_out.latency_us + hw.efficiency.collective_overhead_us) * 1e-6;
+  const double gather = M * (1 - 1.0 / 8) / (450e9 * hw.efficiency.nvlink_bw_fraction);
+  const double load = M / (hw.inference.weight_load_gbps * 1e9);
+  EXPECT_NEAR(w.time_s, std::max({M / nic, gather, load}) + buckets * alpha, 1e-9);
+  EXPECT_DOUBLE_EQ(w.bytes, M);
+}
+
+TEST(RlStep, ArchitecturesKeepTheirInvariants) {
+  rl::RlConfig c = example("grpo-70b-disaggregated.yaml");
+  c.rollout_gpus = 128;
+  c.rollout_tp = 8;
+  auto run = [&](rl::Architecture a) {
+    rl::RlConfig x = c;
+    x.architecture = a;
+    if (a == rl::Architecture::kColocated) x.rollout_gpus = 0;
+    return rl::evaluate_rl(x, 1);
+  };
+  const rl::RlResult colo = run(rl::Architecture::kColocated);
+  const rl::RlResult dis = run(rl::Architecture::kDisaggregated);
+  const rl::RlResult off = run(rl::Architecture::kOneStepOff);
+  const rl::RlResult async = run(rl::Architecture::kFullyAsync);
+  EXPECT_EQ(colo.staleness_steps, 0);
+  EXPECT_EQ(dis.staleness_steps, 0);
+  EXPECT_EQ(off.staleness_steps, 1);
+  EXPECT_GE(async.staleness_steps, 1);
+  // Overlapping the pools never makes the step longer than running them in turn.
+  EXPECT_LE(off.step_time_s, dis.step_time_s);
+  EXPECT_LE(async.step_time_s, dis.step_time_s);
+  // The synchronous architectures' step is the sum of their phases.
+  for (const rl::RlResult* r : {&colo, &dis}) {
+    double sum = 0;
+    for (const auto& [n, s] : r->phases_s) sum += s;
+    EXPECT_NEAR(r->step_time_s, sum, 1e-9 * sum) << rl::to_string(r->architecture);
+  }
+  // Separate pools: each pool idles while the other works.
+  EXPECT_GT(dis.idle_share_rollout, 0);
+  EXPECT_GT(dis.idle_share_training, 0);
+  EXPECT_EQ(dis.rollout_gpus + dis.training_gpus, 256);
+}
+
+TEST(RlSearch, SeventyBOnTwoHundredFiftySixH100) {
+  rl::RlConfig c = example("grpo-70b-colocated.yaml");
+  c.architecture.reset();
+  const rl::RlSearchResult s = rl::search_rl(c, 1);
+  ASSERT_EQ(s.best_per_architecture.size(), 4u);
+  for (const auto& r : s.best_per_architecture) EXPECT_GE(r.step_time_s, s.best.step_time_s);
+  EXPECT_GT(s.considered.size(), 100u);
+  // Every pool split considered is on node boundaries and leaves GPUs to both pools.
+  for (const auto& a : s.considered) {
+    EXPECT_EQ(a.rollout_gpus % 8, 0);
+    EXPECT_LE(a.rollout_gpus, 256);
+  }
+}
+
+}  // namespace
+}  // namespace dtplan
