@@ -33,11 +33,11 @@ std::string describe(const rl::RlResult& r) {
   o += fmt::format("architecture {}: step {:.1f} s, staleness {:.3g} steps\n",
                    rl::to_string(r.architecture), r.step_time_s, r.staleness_steps);
   if (r.architecture == rl::Architecture::kColocated)
-    o += fmt::format("  {} GPUs shared: rollout TP{} x {} replicas, training {}\n", r.rollout_gpus,
-                     r.rollout_tp, r.rollout_replicas, r.training_plan.describe());
+    o += fmt::format("  {} GPUs shared: rollout {} x {} replicas, training {}\n", r.rollout_gpus,
+                     rl::rollout_layout(r), r.rollout_replicas, r.training_plan.describe());
   else
-    o += fmt::format("  rollout {} GPUs (TP{} x {} replicas), training {} GPUs ({})\n",
-                     r.rollout_gpus, r.rollout_tp, r.rollout_replicas, r.training_gpus,
+    o += fmt::format("  rollout {} GPUs ({} x {} replicas), training {} GPUs ({})\n",
+                     r.rollout_gpus, rl::rollout_layout(r), r.rollout_replicas, r.training_gpus,
                      r.training_plan.describe());
   o += phase_table(r);
   if (r.architecture != rl::Architecture::kColocated)

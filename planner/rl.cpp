@@ -31,6 +31,11 @@ const char* to_string(Algorithm a) {
   }
   return "grpo";
 }
+std::string rollout_layout(const RlResult& r) {
+  return r.rollout_pp > 1 ? fmt::format("TP{} PP{}", r.rollout_tp, r.rollout_pp)
+                          : fmt::format("TP{}", r.rollout_tp);
+}
+
 const char* to_string(SyncMethod s) {
   return s == SyncMethod::kNcclBroadcast ? "nccl-broadcast" : "bucketed-rdma";
 }
@@ -130,10 +135,15 @@ struct Inputs {
 
 }  // namespace
 
-double reshard_volume_bytes(double model_bytes, const Plan& training, int rollout_tp) {
+double reshard_volume_bytes(double model_bytes, const Plan& training, int rollout_tp,
+                            int rollout_pp) {
   const int t_train = training.tp * training.cp * (training.zero >= 3 ? training.dp : 1);
   const double M = model_bytes;
-  return std::max(0.0, M / rollout_tp - M / (double(training.pp) * std::max(t_train, rollout_tp)));
+  // Needed: a p_g-th of the layers at a t_g-th each; held (aligned shards): a pp-th at a t-th.
+  const double needed = M / (double(rollout_tp) * rollout_pp);
+  const double held =
+      M / (double(std::max(training.pp, rollout_pp)) * std::max(t_train, rollout_tp));
+  return std::max(0.0, needed - held);
 }
 
 WeightSync weight_sync(const RlConfig& c, bool separate, const Plan& tp, int training_gpus,
@@ -156,7 +166,7 @@ WeightSync weight_sync(const RlConfig& c, bool separate, const Plan& tp, int tra
     // t_g-th of its own stage's layers: M / t_g - M / (pp x t_g).
     const int t_train = tp.tp * tp.cp * (tp.zero >= 3 ? tp.dp : 1);
     const int mp = t_train * tp.pp;
-    const double volume = reshard_volume_bytes(M, tp, il.tp);
+    const double volume = reshard_volume_bytes(M, tp, il.tp, il.pp);
     const int span = tp.pp > 1 ? training_gpus : t_train;
     const bool inside_node = span <= hw.node.placement_domain_gpus();
     const double bw = inside_node ? nvlink : nic;
@@ -190,7 +200,7 @@ WeightSync weight_sync(const RlConfig& c, bool separate, const Plan& tp, int tra
   } else {
     // Every trainer GPU sends its shard; every rollout GPU receives its TP shard.
     const double egress = M / (training_gpus * nic);
-    const double ingress = (M / il.tp) / nic;
+    const double ingress = (M / il.gpus()) / nic;
     w.time_s = std::max({egress, ingress, load_s}) + buckets * alpha_s;
     w.how = fmt::format(
         "bucketed RDMA: egress {} over {} trainer NICs, ingress {} per rollout GPU, engine "
@@ -219,7 +229,8 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   r.rollout_gpus = separate ? in.rollout_gpus : G;
   r.training_gpus = separate ? G - in.rollout_gpus : G;
   r.rollout_tp = in.rollout_tp;
-  r.rollout_replicas = r.rollout_gpus / in.rollout_tp;
+  r.rollout_pp = c.rollout.pp;
+  r.rollout_replicas = r.rollout_gpus / (in.rollout_tp * c.rollout.pp);
   if (r.training_gpus <= 0 || r.rollout_replicas <= 0) {
     *why = "no GPUs left for one of the pools";
     return r;
@@ -428,9 +439,9 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
        {"KV cache per token",
         c.policy.mla ? "L x (kv_lora_rank + qk_rope_head_dim) x bytes"
                      : "2 x L x n_kv x d_h x bytes",
-        fmt::format("{:.0f} KiB (whole replica), {:.0f} KiB per GPU at TP{}",
+        fmt::format("{:.0f} KiB (whole replica), {:.0f} KiB per GPU at {}",
                     kv_bytes_per_token(c.policy, il.kv) / 1024,
-                    kv_bytes_per_token_per_gpu(c.policy, il) / 1024, il.tp)},
+                    kv_bytes_per_token_per_gpu(c.policy, il) / 1024, rollout_layout(r))},
        {"KV capacity per replica", "(util x HBM - weights/t_g - workspace - resident) / KV per GPU",
         fmt::format("{:.0f}k tokens (util {:.2f}, weights {:.1f} GiB, resident {:.1f} GiB per GPU)",
                     g.kv_capacity_tokens / 1e3, il.gpu_memory_utilization,
@@ -486,12 +497,13 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
 
 std::vector<int> rollout_tp_choices(const RlConfig& c, int pool_gpus) {
   std::vector<int> out;
+  const int pp = c.rollout.pp;
   if (c.rollout_tp > 0) {
-    if (pool_gpus % c.rollout_tp == 0) out.push_back(c.rollout_tp);
+    if (pool_gpus % (c.rollout_tp * pp) == 0) out.push_back(c.rollout_tp);
     return out;
   }
   for (int t = 1; t <= c.cluster.profile.node.gpus_per_node; t *= 2)
-    if (pool_gpus % t == 0 && c.policy.heads % t == 0) out.push_back(t);
+    if (pool_gpus % (t * pp) == 0 && c.policy.heads % t == 0) out.push_back(t);
   return out;
 }
 
@@ -606,7 +618,7 @@ RlCaseResult evaluate_case(const RlCase& k, int threads) {
         if (!separate) il.gpu_memory_utilization = c.colocated_gpu_memory_utilization;
         const int pool = separate ? c.rollout_gpus : c.cluster.num_gpus;
         const GenerationResult g =
-            generate(c.policy, c.cluster.profile, c.cluster.profile.inference, il, pool / il.tp,
+            generate(c.policy, c.cluster.profile, c.cluster.profile.inference, il, pool / il.gpus(),
                      c.prompts_per_step * c.samples_per_prompt, c.samples_per_prompt,
                      c.prompt_tokens, c.response);
         if (!g.fits) throw InputError(k.at, "config", "the policy does not fit the rollout");
@@ -614,7 +626,8 @@ RlCaseResult evaluate_case(const RlCase& k, int threads) {
         out.detail = fmt::format(
             "rollout TP{} x {}: prefill {:.1f} s, decode {:.1f} s ({:.1f} s with under half the "
             "peak batch of {:.0f}), longest {:.0f} tokens",
-            il.tp, pool / il.tp, g.prefill_s, g.decode_s, g.tail_s, g.peak_batch, g.longest_tokens);
+            il.tp, pool / il.gpus(), g.prefill_s, g.decode_s, g.tail_s, g.peak_batch,
+            g.longest_tokens);
         break;
       }
       default: {

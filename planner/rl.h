@@ -124,7 +124,7 @@ struct RlResult {
   double generation_tokens_per_s = 0;       // response tokens / step time
   double training_tokens_per_s = 0;         // prompt + response tokens / step time
   int rollout_gpus = 0, training_gpus = 0;  // colocated: both are the whole cluster
-  int rollout_tp = 1, rollout_replicas = 1;
+  int rollout_tp = 1, rollout_pp = 1, rollout_replicas = 1;
   GenerationResult generation;
   Plan training_plan;
   Estimate training_estimate;  // one optimizer step
@@ -134,6 +134,9 @@ struct RlResult {
   std::vector<Derivation> derivations;
   std::vector<std::string> notes;
 };
+
+// "TP8" or "TP4 PP2": one rollout replica's layout.
+std::string rollout_layout(const RlResult& r);
 
 struct RlAlternative {
   Architecture architecture;
@@ -162,7 +165,10 @@ struct WeightSync {
 // Bytes each GPU gathers when the colocated engine takes the weights at TP t_g from a training
 // layout (t = tp x cp, x dp under ZeRO-3; pp stages): M / t_g - M / (pp x max(t, t_g)), which is
 // HybridFlow Table 2's (t p - t_g p_g) / (t_g p_g t p) M with p_g = 1 where t_g <= t.
-double reshard_volume_bytes(double model_bytes, const Plan& training, int rollout_tp);
+// With p_g generation stages: M / (t_g p_g) - M / (max(pp, p_g) x max(t, t_g)), HybridFlow's
+// (t p - t_g p_g) / (t_g p_g t p) M wherever t_g <= t and p_g <= pp.
+double reshard_volume_bytes(double model_bytes, const Plan& training, int rollout_tp,
+                            int rollout_pp = 1);
 WeightSync weight_sync(const RlConfig& c, bool separate_pools, const Plan& training,
                        int training_gpus, const InferenceLayout& rollout);
 

@@ -213,6 +213,14 @@ RlConfig read_config(YamlMap& y) {
         r->fail("tp", fmt::format("does not divide the policy's {} heads", c.policy.heads));
       c.rollout_tp = static_cast<int>(*t);
     }
+    if (auto pp = r->opt_int("pp", 1, 256)) {
+      if (*pp > c.policy.layers)
+        r->fail("pp", fmt::format("more stages than the policy's {} layers", c.policy.layers));
+      il.pp = static_cast<int>(*pp);
+    }
+    if (c.rollout_tp > 0 && G % (c.rollout_tp * il.pp))
+      r->fail("pp",
+              fmt::format("tp x pp = {} does not divide the {} GPUs", c.rollout_tp * il.pp, G));
     auto prec = [&](const char* key) {
       const std::string s = r->opt_enum(key, {"bf16", "fp16", "fp8"}).value_or("bf16");
       const Precision p = *parse_precision(s);

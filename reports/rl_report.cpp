@@ -43,6 +43,7 @@ nlohmann::json result_json(const RlResult& r) {
   j["gpus"] = {{"rollout", r.rollout_gpus}, {"training", r.training_gpus}};
   const GenerationResult& g = r.generation;
   j["rollout"] = {{"tp", r.rollout_tp},
+                  {"pp", r.rollout_pp},
                   {"replicas", r.rollout_replicas},
                   {"batch_time_s", g.time_s},
                   {"prefill_s", g.prefill_s},
@@ -74,10 +75,11 @@ std::string pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
 
 std::string pools(const RlResult& r) {
   if (r.architecture == rl::Architecture::kColocated)
-    return fmt::format("{} GPUs shared: rollout TP{} x {} replicas; training {}", r.rollout_gpus,
-                       r.rollout_tp, r.rollout_replicas, r.training_plan.describe());
-  return fmt::format("rollout {} GPUs (TP{} x {} replicas), training {} GPUs ({})", r.rollout_gpus,
-                     r.rollout_tp, r.rollout_replicas, r.training_gpus, r.training_plan.describe());
+    return fmt::format("{} GPUs shared: rollout {} x {} replicas; training {}", r.rollout_gpus,
+                       rl::rollout_layout(r), r.rollout_replicas, r.training_plan.describe());
+  return fmt::format("rollout {} GPUs ({} x {} replicas), training {} GPUs ({})", r.rollout_gpus,
+                     rl::rollout_layout(r), r.rollout_replicas, r.training_gpus,
+                     r.training_plan.describe());
 }
 
 const char* kPhaseNames[] = {"generation", "reward",      "logprob", "critic",

@@ -31,8 +31,9 @@ seed fuzz_whatif_yaml examples/whatif/*.yaml tests/e2e/bad_inputs/w_*.yaml
 seed fuzz_search_json fuzz/seeds/search_*.json
 seed fuzz_recorded tests/e2e/data/*.journal tests/fixtures/calibrate/* tests/e2e/bad_inputs/cal/*
 seed fuzz_journal tests/e2e/data/*.journal
+seed fuzz_rl_yaml examples/rl/*.yaml tests/e2e/bad_inputs/rl/*.yaml
 targets="fuzz_model_yaml fuzz_hf_config fuzz_profile_yaml fuzz_cluster_yaml fuzz_case_yaml
-  fuzz_whatif_yaml fuzz_search_json fuzz_recorded fuzz_journal"
+  fuzz_whatif_yaml fuzz_search_json fuzz_recorded fuzz_journal fuzz_rl_yaml"
 total=0
 for t in $targets; do
   log="$build/$t.log"

@@ -142,13 +142,14 @@ double kv_bytes_per_token(const ModelSpec& m, Precision kv) {
 
 double kv_bytes_per_token_per_gpu(const ModelSpec& m, const InferenceLayout& l) {
   const double b = bytes_per_element(l.kv);
-  if (m.mla) return m.layers * double(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * b;
+  const double layers = double(m.layers) / std::max(l.pp, 1);  // a stage's share
+  if (m.mla) return layers * double(m.mla->kv_lora_rank + m.mla->qk_rope_head_dim) * b;
   const int heads_per_gpu = std::max(1, (m.kv_heads + l.tp - 1) / l.tp);
-  return 2.0 * m.layers * heads_per_gpu * double(m.head_dim) * b;
+  return 2.0 * layers * heads_per_gpu * double(m.head_dim) * b;
 }
 
 double inference_weight_bytes_per_gpu(const ModelSpec& m, const InferenceLayout& l) {
-  return static_cast<double>(count_params(m).total()) * weight_bytes(l.weights) / l.tp;
+  return static_cast<double>(count_params(m).total()) * weight_bytes(l.weights) / l.gpus();
 }
 
 double kv_capacity_tokens(const ModelSpec& m, const HardwareProfile& hw, const InferenceLayout& l) {
@@ -171,14 +172,17 @@ StepLines step_lines(const ModelSpec& m, const HardwareProfile& hw, const Infere
   StepLines s;
   const double bw = hw.gpu.hbm_gbps * 1e9 * ip.decode_bw_fraction;
   const double tokens = batch * l.spec_accept_tokens;
-  s.mem0 = weights_read_bytes(m, l.weights, tokens) / l.tp / bw;
+  // One step of the whole batch: pp micro-batches pass each stage, which reads its weights
+  // (a pp-th) once per micro-batch and its layers' KV of the micro-batch's sequences.
+  const double pp = std::max(l.pp, 1);
+  s.mem0 = weights_read_bytes(m, l.weights, tokens / pp) / l.tp / bw;
   s.mem1 = kv_bytes_per_token_per_gpu(m, l) / bw;
   const Precision p = l.weights == Precision::kFp8 ? Precision::kFp8 : Precision::kBf16;
   const double peak = hw.gpu.peak_flops(p) * ip.decode_compute_fraction;
   const double active = static_cast<double>(count_params(m).active());
-  s.cmp0 = 2.0 * active * tokens / l.tp / peak;
+  s.cmp0 = 2.0 * active * tokens / l.gpus() / peak;
   // Attention: QK^T and PV, 2 FLOPs each per cached token, query width and layer.
-  s.cmp1 = 4.0 * double(m.q_width()) * m.layers * l.spec_accept_tokens / l.tp / peak;
+  s.cmp1 = 4.0 * double(m.q_width()) * m.layers * l.spec_accept_tokens / l.gpus() / peak;
   if (l.tp > 1) {
     const int node = std::max(hw.node.gpus_per_node, 1);
     double one = ip.tp_allreduce_us * 1e-6;
@@ -191,6 +195,11 @@ StepLines step_lines(const ModelSpec& m, const HardwareProfile& hw, const Infere
       one = collective_cost(hw, CollectiveOp::kAllReduce, tokens * double(m.hidden) * 2, g).time_s;
     }
     s.comm = 2.0 * m.layers * one;
+  }
+  if (l.pp > 1) {
+    // A token's activations cross pp - 1 stage boundaries (inside a node over NVLink).
+    const bool inside = l.gpus() <= std::max(hw.node.gpus_per_node, 1);
+    s.comm += (l.pp - 1) * (inside ? hw.node.latency_us : hw.scale_out.latency_us) * 1e-6;
   }
   const double per_layer =
       ip.layer_overhead_us + (l.cuda_graphs ? 0.0 : ip.eager_layer_overhead_us);
@@ -221,7 +230,7 @@ DecodeStep decode_step(const ModelSpec& m, const HardwareProfile& hw, const Infe
 double prefill_time_s(const ModelSpec& m, const HardwareProfile& hw, const InferenceParams& ip,
                       const InferenceLayout& l, double tokens, double seq_tokens) {
   const Precision p = l.weights == Precision::kFp8 ? Precision::kFp8 : Precision::kBf16;
-  const double peak = hw.gpu.peak_flops(p) * ip.prefill_compute_fraction * l.tp;
+  const double peak = hw.gpu.peak_flops(p) * ip.prefill_compute_fraction * l.gpus();
   const double active = static_cast<double>(count_params(m).active());
   // Causal attention: 2 x 2 x s^2/2 x query width per layer and sequence.
   const double attn = 2.0 * double(m.q_width()) * m.layers * seq_tokens * tokens;

@@ -39,7 +39,13 @@ struct LengthDistribution {
 
 // The inference engine's settings for one rollout replica.
 struct InferenceLayout {
-  int tp = 1;  // GPUs per replica (tensor parallel)
+  int tp = 1;  // tensor-parallel GPUs of a replica
+  // Pipeline stages of a replica (its GPUs: tp x pp). The batch is split into pp micro-batches
+  // in flight (vLLM's virtual engines), so a step per token reads each GPU's weights pp times:
+  // no faster than TP alone, with pp times the KV room. Expert parallelism is priced as TP
+  // (the same bytes per GPU; its all-to-all's latency taken as the all-reduce's).
+  int pp = 1;
+  int gpus() const { return tp * pp; }
   Precision weights = Precision::kBf16;
   Precision kv = Precision::kBf16;
   double gpu_memory_utilization = 0.9;  // share of HBM the engine may take (vLLM's flag)

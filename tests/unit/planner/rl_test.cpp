@@ -52,6 +52,27 @@ TEST(DecodeStep, MemoryBoundAtSmallBatch) {
   EXPECT_LT(d.memory_s, 7e-3);
 }
 
+TEST(DecodeStep, PipelineStagesHoldMoreKvButDoNotSpeedAToken) {
+  // pp micro-batches pass every stage: each GPU reads its weights pp times a step, so the
+  // memory term is TP's alone; the KV cache of a token is split over the stages.
+  const ModelSpec m = load_model("llama3-70b");
+  const HardwareProfile hw = load_profile("dgx-h100");
+  InferenceLayout a, b;
+  a.tp = b.tp = 4;
+  b.pp = 2;
+  const DecodeStep da = decode_step(m, hw, hw.inference, a, 64, 64 * 2000);
+  const DecodeStep db = decode_step(m, hw, hw.inference, b, 64, 64 * 2000);
+  const double w = double(count_params(m).total() - count_params(m).embedding) * 2 / 4 /
+                   (3350e9 * hw.inference.decode_bw_fraction);
+  // Two KV heads per GPU at TP4 (8 / 4), half the layers' cache on each of 2 stages.
+  const double kv_a = 2.0 * 80 * 2 * 128 * 2;
+  EXPECT_NEAR(da.memory_s - db.memory_s,
+              64.0 * 2000 * (kv_a / 2) / (3350e9 * hw.inference.decode_bw_fraction), 1e-12);
+  EXPECT_NEAR(decode_step(m, hw, hw.inference, b, 64, 0).memory_s, w, 1e-9 * w);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token_per_gpu(m, b), kv_bytes_per_token_per_gpu(m, a) / 2);
+  EXPECT_DOUBLE_EQ(inference_weight_bytes_per_gpu(m, b), inference_weight_bytes_per_gpu(m, a) / 2);
+}
+
 TEST(DecodeStep, ComputeBoundAtLargeBatch) {
   const ModelSpec m = load_model("llama3-70b");
   const HardwareProfile hw = load_profile("dgx-h100");
@@ -148,6 +169,14 @@ TEST(WeightSync, ReshardVolumeIsHybridFlowTable2) {
         EXPECT_NEAR(rl::reshard_volume_bytes(M, pl, tg), hybridflow, 1e-6 * M)
             << "t " << t << " p " << p << " t_g " << tg;
       }
+  // With generation stages too: (t p - t_g p_g) / (t_g p_g t p) M for t_g <= t, p_g <= p.
+  for (int pg : {1, 2, 4}) {
+    Plan pl;
+    pl.tp = 4;
+    pl.pp = 4;
+    const double hybridflow = double(16 - 2 * pg) / (2.0 * pg * 16) * M;
+    EXPECT_NEAR(rl::reshard_volume_bytes(M, pl, 2, pg), hybridflow, 1e-6 * M) << "p_g " << pg;
+  }
   Plan same;
   same.tp = 8;
   EXPECT_DOUBLE_EQ(rl::reshard_volume_bytes(M, same, 8), 0);  // the same sharding: nothing moves
