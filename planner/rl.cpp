@@ -328,25 +328,28 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   r.derivations.insert(r.derivations.end(), ws.derivations.begin(), ws.derivations.end());
   const double sync_rollout_side = ws.rollout_side_s, sync_training_side = ws.training_side_s;
 
-  // Compose the step.
-  const double train_side = t_logprob + t_critic + t_update;
+  // Compose the step. A rule-based reward runs on CPU beside the rollout; a reward model's
+  // forward runs on the trainer's GPUs before the log-prob passes.
+  const double reward_rollout = c.reward_model ? 0.0 : t_reward;
+  const double reward_trainer = c.reward_model ? t_reward : 0.0;
+  const double train_side = reward_trainer + t_logprob + t_critic + t_update;
   const double k = in.arch == Architecture::kFullyAsync ? c.sync_interval_steps : 1;
   r.sync_interval_steps = static_cast<int>(k);
   double gen_phase = t_gen_batch;
   switch (in.arch) {
     case Architecture::kColocated:
-      r.step_time_s = t_gen_batch + t_reward + train_side + r.sync_time_s + offload_s;
+      r.step_time_s = t_gen_batch + reward_rollout + train_side + r.sync_time_s + offload_s;
       r.sync_exposed_s = r.sync_time_s;
       r.staleness_steps = 0;
       break;
     case Architecture::kDisaggregated:
-      r.step_time_s = t_gen_batch + t_reward + r.sync_time_s + train_side;
+      r.step_time_s = t_gen_batch + reward_rollout + r.sync_time_s + train_side;
       r.sync_exposed_s = r.sync_time_s;
       r.staleness_steps = 0;
       break;
     case Architecture::kOneStepOff:
       // Generation of step k+1 runs during training of step k; the sync blocks both pools.
-      r.step_time_s = std::max(t_gen_batch + t_reward, train_side) + r.sync_time_s;
+      r.step_time_s = std::max(t_gen_batch + reward_rollout, train_side) + r.sync_time_s;
       r.sync_exposed_s = r.sync_time_s;
       r.staleness_steps = 1;
       break;
@@ -356,10 +359,12 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
       // training; an NCCL broadcast blocks both sides).
       gen_phase = t_gen_stream;
       const double both = c.sync_method == SyncMethod::kNcclBroadcast ? r.sync_time_s / k : 0;
-      const double rollout_side = t_gen_stream + t_reward + (both > 0 ? 0 : sync_rollout_side / k);
+      const double rollout_side =
+          t_gen_stream + reward_rollout + (both > 0 ? 0 : sync_rollout_side / k);
       const double trainer_side = train_side + (both > 0 ? 0 : sync_training_side / k);
       r.step_time_s = std::max(rollout_side, trainer_side) + both;
-      r.sync_exposed_s = both > 0 ? both : std::max(0.0, rollout_side - (t_gen_stream + t_reward));
+      r.sync_exposed_s =
+          both > 0 ? both : std::max(0.0, rollout_side - (t_gen_stream + reward_rollout));
       r.staleness_steps = c.queue_steps + (k - 1) / 2.0;
       break;
     }
@@ -371,7 +376,7 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   const double Rg = r.rollout_gpus, Tg = r.training_gpus;
   if (separate) {
     r.gpu_seconds = {{"generation", gen_phase * Rg},
-                     {"reward", 0},
+                     {"reward", reward_trainer * Tg},
                      {"logprob", t_logprob * Tg},
                      {"critic", t_critic * Tg},
                      {"training", t_update * Tg},
@@ -403,8 +408,10 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
     } else if (in.arch == Architecture::kDisaggregated) {
       // Generation, then the trainer on its samples, then the new weights to the rollout.
       add("generation", "rollout", t0, t0 + t_gen_batch);
-      add("reward", "rollout", t0 + t_gen_batch, t0 + t_gen_batch + t_reward);
-      double t = t0 + t_gen_batch + t_reward;
+      add("reward", "rollout", t0 + t_gen_batch, t0 + t_gen_batch + reward_rollout);
+      double t = t0 + t_gen_batch + reward_rollout;
+      add("reward", "training", t, t + reward_trainer);
+      t += reward_trainer;
       add("logprob", "training", t, t + t_logprob);
       t += t_logprob;
       add("critic", "training", t, t + t_critic);
@@ -415,8 +422,10 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
       add("weight_sync", "training", t, t + r.sync_time_s);
     } else {
       add("generation", "rollout", t0, t0 + gen_phase);
-      add("reward", "rollout", t0 + gen_phase, t0 + gen_phase + t_reward);
+      add("reward", "rollout", t0 + gen_phase, t0 + gen_phase + reward_rollout);
       double t = t0;
+      add("reward", "training", t, t + reward_trainer);
+      t += reward_trainer;
       add("logprob", "training", t, t + t_logprob);
       t += t_logprob;
       add("critic", "training", t, t + t_critic);

@@ -238,6 +238,29 @@ TEST(RlStep, ArchitecturesKeepTheirInvariants) {
   EXPECT_EQ(dis.rollout_gpus + dis.training_gpus, 256);
 }
 
+TEST(RlStep, PpoWithACriticAndARewardModel) {
+  rl::RlConfig c = example("grpo-70b-disaggregated.yaml");
+  c.algorithm = rl::Algorithm::kPpo;
+  c.reward_model = load_model("llama3-8b");
+  c.rollout_gpus = 128;
+  c.rollout_tp = 8;
+  for (rl::Architecture a : {rl::Architecture::kColocated, rl::Architecture::kDisaggregated}) {
+    rl::RlConfig x = c;
+    x.architecture = a;
+    if (a == rl::Architecture::kColocated) x.rollout_gpus = 0;
+    const rl::RlResult r = rl::evaluate_rl(x, 1);
+    double sum = 0, critic = 0, reward = 0;
+    for (const auto& [n, s] : r.phases_s) {
+      sum += s;
+      if (n == "critic") critic = s;
+      if (n == "reward") reward = s;
+    }
+    EXPECT_GT(critic, 0);
+    EXPECT_GT(reward, 0);  // the reward model's forward, on the trainer's GPUs
+    EXPECT_NEAR(r.step_time_s, sum, 1e-9 * sum) << rl::to_string(a);
+  }
+}
+
 TEST(RlSearch, SeventyBOnTwoHundredFiftySixH100) {
   rl::RlConfig c = example("grpo-70b-colocated.yaml");
   c.architecture.reset();
