@@ -40,17 +40,27 @@ std::string describe(const rl::RlResult& r) {
                      r.rollout_gpus, rl::rollout_layout(r), r.rollout_replicas, r.training_gpus,
                      r.training_plan.describe());
   o += phase_table(r);
+  if (r.architecture == rl::Architecture::kOneStepOff ||
+      r.architecture == rl::Architecture::kFullyAsync)
+    o += "(the pools work at once: each phase's share is of the step it overlaps)\n";
   if (r.architecture != rl::Architecture::kColocated)
     o += fmt::format("idle share: rollout pool {:.1f}%, training pool {:.1f}%\n",
                      100 * r.idle_share_rollout, 100 * r.idle_share_training);
   o += fmt::format("weight sync: {:.1f} GiB in {:.3g} s every {} step(s), {:.3g} s exposed; {}\n",
                    r.sync_bytes / (1 << 30), r.sync_time_s, r.sync_interval_steps, r.sync_exposed_s,
                    r.sync_how);
-  o += fmt::format(
-      "generation {:.0f} response tokens/s; training {:.0f} tokens/s; longest "
-      "response {:.0f} tokens, {:.1f} s of generation with under half the peak batch\n",
-      r.generation_tokens_per_s, r.training_tokens_per_s, r.generation.longest_tokens,
-      r.generation.tail_s);
+  if (r.architecture == rl::Architecture::kFullyAsync)
+    o += fmt::format(
+        "generation {:.0f} response tokens/s (streaming: {:.0f} sequences per replica, a "
+        "response's mean latency {:.1f} s); training {:.0f} tokens/s\n",
+        r.generation_tokens_per_s, r.generation.streaming_batch, r.generation.streaming_latency_s,
+        r.training_tokens_per_s);
+  else
+    o += fmt::format(
+        "generation {:.0f} response tokens/s; training {:.0f} tokens/s; longest "
+        "response {:.0f} tokens, {:.1f} s of generation with under half the peak batch\n",
+        r.generation_tokens_per_s, r.training_tokens_per_s, r.generation.longest_tokens,
+        r.generation.tail_s);
   for (const auto& n : r.notes) o += "note: " + n + "\n";
   return o;
 }
@@ -121,8 +131,8 @@ void register_rl(CLI::App& app, CommandContext& ctx) {
                   "measured beside predicted")
       ->excludes(config_opt);
   cmd->add_flag("--search", search,
-                "Search every architecture (unless the file fixes one), rollout-pool size and "
-                "rollout TP, each with its best training layout");
+                "Search every architecture, rollout-pool size and rollout layout, each with its "
+                "best training layout (a what-if variation keeps what it sets itself)");
   cmd->add_flag("--json", json, "Machine-readable output");
   cmd->add_option("--out,-o", out, "Write a report: .html or .md");
   cmd->add_option("--threads", threads, "Search threads (default: all cores)")
@@ -162,6 +172,11 @@ void register_rl(CLI::App& app, CommandContext& ctx) {
     d.policy = f.base.policy.display_name.empty() ? f.base.policy.name : f.base.policy.display_name;
     d.cluster = f.base.cluster.profile.gpu.name;
     d.gpus = f.base.cluster.num_gpus;
+    d.searched = search;
+    if (!search && !f.base.architecture_was_set)
+      fmt::print(stderr,
+                 "dtplan rl: no architecture fixed and no --search: the colocated plan; pass "
+                 "--search to compare the architectures\n");
     d.result = rl::search_rl(f.base, threads);
     for (auto& v : f.whatif) {
       reports::RlReportData::Variation x;
@@ -199,7 +214,7 @@ void register_rl(CLI::App& app, CommandContext& ctx) {
         else
           fmt::print("what if {}: no plan ({})\n", v.name, v.why);
       }
-      fmt::print("searched in {:.3f} s\n", d.result.elapsed_s);
+      if (search) fmt::print("searched in {:.3f} s\n", d.result.elapsed_s);
     }
     ctx.exit_code = 0;
   });

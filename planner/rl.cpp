@@ -8,6 +8,7 @@
 #include <map>
 
 #include "planner/i_evaluator.h"
+#include "simulator/analytic/estimator.h"
 #include "simulator/cost/flops.h"
 
 namespace dtplan::rl {
@@ -61,17 +62,23 @@ class TrainingSearches {
   // The rollout of one configuration, once per replica count, TP and memory share (pools of
   // every architecture meet the same ones).
   const GenerationResult& generation(const InferenceLayout& il, int replicas) {
-    const auto key =
-        std::make_tuple(replicas, il.tp, il.gpu_memory_utilization, il.resident_bytes_per_gpu);
+    const auto key = std::make_tuple(replicas, il.tp, il.pp, il.gpu_memory_utilization);
     auto it = generations_.find(key);
     if (it != generations_.end()) return it->second;
     const int64_t n = c_.prompts_per_step * c_.samples_per_prompt;
+    // Streaming: the responses of the step being trained on and of the queue_steps ahead.
+    const double inflight = double(c_.queue_steps + 1) * double(n);
     return generations_
-        .emplace(key, generate(c_.policy, c_.cluster.profile, c_.cluster.profile.inference, il,
-                               replicas, n, c_.samples_per_prompt, c_.prompt_tokens, c_.response))
+        .emplace(key,
+                 generate(c_.policy, c_.cluster.profile, c_.cluster.profile.inference, il, replicas,
+                          n, c_.samples_per_prompt, c_.prompt_tokens, c_.response, inflight))
         .first->second;
   }
-  const TrainingFit& get(const ModelSpec& m, int gpus, int64_t seq, int64_t samples) {
+  // The fastest layout at the mean sample whose memory also holds the longest sample alone in
+  // a micro-batch (a packed micro-batch holds at least it): the search ranks at the mean, the
+  // plans are then checked at `seq_long` in rank order.
+  const TrainingFit& get(const ModelSpec& m, int gpus, int64_t seq, int64_t samples,
+                         double longest_tokens) {
     const auto key = std::make_tuple(m.name, gpus, seq, samples);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
@@ -83,15 +90,42 @@ class TrainingSearches {
     w.global_batch = samples;
     w.precision = c_.precision;
     SearchOptions opt;
-    opt.top_k = 1;
+    opt.top_k = 256;
     opt.framework = c_.framework;
     opt.threads = threads_;
     const SearchResult r = search(m, cl, w, c_.space, opt, AnalyticEvaluator());
-    if (!r.top.empty()) {
+    const double cap = cl.profile.gpu.memory_gib * kGiB * (1 - opt.memory_margin);
+    double smallest_long = 0;
+    std::string smallest_plan;
+    for (const Candidate& cand : r.top) {
+      const int64_t unit = 128 * int64_t{cand.plan.cp};
+      const int64_t seq_long =
+          static_cast<int64_t>(std::ceil(longest_tokens / double(unit))) * unit;
+      if (seq_long > int64_t{cand.plan.mbs} * seq) {
+        Workload wl = w;
+        wl.seq_len = seq_long;
+        Plan p1 = cand.plan;
+        p1.mbs = 1;
+        const double peak = peak_memory_bytes(m, cl, wl, p1);
+        if (peak > cap) {
+          if (smallest_long == 0 || peak < smallest_long) {
+            smallest_long = peak;
+            smallest_plan = cand.plan.describe();
+          }
+          continue;
+        }
+      }
       f.found = true;
-      f.plan = r.top.front().plan;
-      f.estimate = r.top.front().estimate;
-    } else {
+      f.plan = cand.plan;
+      f.estimate = cand.estimate;
+      break;
+    }
+    if (!f.found && !r.top.empty()) {
+      f.why = fmt::format(
+          "the longest sample ({:.0f} tokens) fits none of the {} fastest layouts at one sample "
+          "per micro-batch (the least memory: {:.1f} GiB of {:.1f} with {})",
+          longest_tokens, r.top.size(), smallest_long / kGiB, cap / kGiB, smallest_plan);
+    } else if (!f.found) {
       long most = -1;
       for (int i = 0; i < kNumRejections; ++i)
         if (r.rejected[static_cast<size_t>(i)] > most &&
@@ -108,7 +142,7 @@ class TrainingSearches {
   const RlConfig& c_;
   int threads_;
   std::map<std::tuple<std::string, int, int64_t, int64_t>, TrainingFit> cache_;
-  std::map<std::tuple<int, int, double, double>, GenerationResult> generations_;
+  std::map<std::tuple<int, int, int, double>, GenerationResult> generations_;
 };
 
 // A forward-only pass over one mini-batch on the trainer's layout: a third of the step's
@@ -131,13 +165,16 @@ struct Inputs {
   Architecture arch;
   int rollout_gpus = 0;  // colocated: all
   int rollout_tp = 1;
+  int rollout_pp = 1;
 };
 
 }  // namespace
 
 double reshard_volume_bytes(double model_bytes, const Plan& training, int rollout_tp,
                             int rollout_pp) {
-  const int t_train = training.tp * training.cp * (training.zero >= 3 ? training.dp : 1);
+  // Context parallelism replicates the weights; ZeRO-3 shards them over the data-parallel and
+  // context-parallel ranks too.
+  const int t_train = training.tp * (training.zero >= 3 ? training.dp * training.cp : 1);
   const double M = model_bytes;
   // Needed: a p_g-th of the layers at a t_g-th each; held (aligned shards): a pp-th at a t-th.
   const double needed = M / (double(rollout_tp) * rollout_pp);
@@ -164,10 +201,10 @@ WeightSync weight_sync(const RlConfig& c, bool separate, const Plan& tp, int tra
     // copy, volume M / t_g - M / mp when generation is the less sharded. Where generation
     // shards more finely than training's tensor-parallel part (t_g > t), a GPU keeps only the
     // t_g-th of its own stage's layers: M / t_g - M / (pp x t_g).
-    const int t_train = tp.tp * tp.cp * (tp.zero >= 3 ? tp.dp : 1);
+    const int t_train = tp.tp * (tp.zero >= 3 ? tp.dp * tp.cp : 1);
     const int mp = t_train * tp.pp;
     const double volume = reshard_volume_bytes(M, tp, il.tp, il.pp);
-    const int span = tp.pp > 1 ? training_gpus : t_train;
+    const int span = tp.pp > 1 ? training_gpus : tp.tp * tp.cp * (tp.zero >= 3 ? tp.dp : 1);
     const bool inside_node = span <= hw.node.placement_domain_gpus();
     const double bw = inside_node ? nvlink : nic;
     w.time_s = std::max(volume / bw, load_s) + buckets * alpha_s;
@@ -229,8 +266,8 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   r.rollout_gpus = separate ? in.rollout_gpus : G;
   r.training_gpus = separate ? G - in.rollout_gpus : G;
   r.rollout_tp = in.rollout_tp;
-  r.rollout_pp = c.rollout.pp;
-  r.rollout_replicas = r.rollout_gpus / (in.rollout_tp * c.rollout.pp);
+  r.rollout_pp = in.rollout_pp;
+  r.rollout_replicas = r.rollout_gpus / (in.rollout_tp * in.rollout_pp);
   if (r.training_gpus <= 0 || r.rollout_replicas <= 0) {
     *why = "no GPUs left for one of the pools";
     return r;
@@ -249,7 +286,8 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   r.training_seq_tokens = seq_tokens;
 
   // Training first (colocated: its resident state takes HBM from the rollout's KV cache).
-  const TrainingFit& tf = searches.get(c.policy, r.training_gpus, seq, mini);
+  const double longest = c.prompt_tokens + std::round(c.response.quantile(1.0 - 0.5 / double(N)));
+  const TrainingFit& tf = searches.get(c.policy, r.training_gpus, seq, mini, longest);
   if (!tf.found) {
     *why = fmt::format("policy training on {} GPUs: {}", r.training_gpus, tf.why);
     return r;
@@ -265,7 +303,7 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   double t_critic = 0, t_reward = 0;
   if (c.algorithm == Algorithm::kPpo) {
     const ModelSpec& cm = c.critic ? *c.critic : c.policy;
-    const TrainingFit& cf = searches.get(cm, r.training_gpus, seq, mini);
+    const TrainingFit& cf = searches.get(cm, r.training_gpus, seq, mini, longest);
     if (!cf.found) {
       *why = fmt::format("critic training on {} GPUs: {}", r.training_gpus, cf.why);
       return r;
@@ -275,7 +313,7 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
         seq_scale;
   }
   if (c.reward_model) {
-    const TrainingFit& rf = searches.get(*c.reward_model, r.training_gpus, seq, mini);
+    const TrainingFit& rf = searches.get(*c.reward_model, r.training_gpus, seq, mini, longest);
     if (!rf.found) {
       *why = fmt::format("reward model on {} GPUs: {}", r.training_gpus, rf.why);
       return r;
@@ -288,6 +326,7 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   // Rollout.
   InferenceLayout il = c.rollout;
   il.tp = in.rollout_tp;
+  il.pp = in.rollout_pp;
   double offload_s = 0;
   if (!separate) {
     // The engine takes its share of HBM (vLLM's gpu_memory_utilization is of the whole GPU);
@@ -304,16 +343,17 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
     if (resident > room) {
       *why = fmt::format(
           "the trainer's resident state ({:.1f} GiB per GPU with {}) does not fit beside the "
-          "rollout's {:.0f}% of HBM ({:.1f} GiB left); offload it (training.offload: true) or "
-          "lower rollout.colocated_gpu_memory_utilization",
-          resident / kGiB, tf.plan.describe(), 100 * il.gpu_memory_utilization, room / kGiB);
+          "rollout's {:.0f}% of HBM ({:.1f} GiB left); {}lower "
+          "rollout.colocated_gpu_memory_utilization",
+          resident / kGiB, tf.plan.describe(), 100 * il.gpu_memory_utilization, room / kGiB,
+          c.offload ? "" : "offload gradients and optimizer states (training.offload: true) or ");
       return r;
     }
+    r.trainer_resident_bytes = resident;
   }
   r.generation = searches.generation(il, r.rollout_replicas);
   if (!r.generation.fits) {
-    *why = fmt::format("the policy's weights ({:.1f} GiB per GPU at TP{}) leave no KV-cache room",
-                       inference_weight_bytes_per_gpu(c.policy, il) / kGiB, il.tp);
+    *why = fmt::format("rollout at {}: {}", rollout_layout(r), r.generation.why);
     return r;
   }
   const double t_gen_batch = r.generation.time_s;
@@ -354,7 +394,7 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
       r.staleness_steps = 1;
       break;
     case Architecture::kFullyAsync: {
-      // Streaming: the rollout keeps its slots full (no long-tail wait); a sync every k steps
+      // Streaming: the rollout keeps its slots busy (no long-tail wait); a sync every k steps
       // pauses the rollout for its ingress and load (with RDMA the trainer's egress overlaps
       // training; an NCCL broadcast blocks both sides).
       gen_phase = t_gen_stream;
@@ -363,9 +403,11 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
           t_gen_stream + reward_rollout + (both > 0 ? 0 : sync_rollout_side / k);
       const double trainer_side = train_side + (both > 0 ? 0 : sync_training_side / k);
       r.step_time_s = std::max(rollout_side, trainer_side) + both;
-      r.sync_exposed_s =
-          both > 0 ? both : std::max(0.0, rollout_side - (t_gen_stream + reward_rollout));
-      r.staleness_steps = c.queue_steps + (k - 1) / 2.0;
+      r.sync_exposed_s = r.step_time_s - std::max(t_gen_stream + reward_rollout, train_side);
+      // A sample is trained on after the queue's steps, generated over its latency with the
+      // weights of its start, which lag (k - 1) / 2 syncs on average.
+      r.staleness_steps =
+          c.queue_steps + r.generation.streaming_latency_s / r.step_time_s + (k - 1) / 2.0;
       break;
     }
   }
@@ -451,11 +493,13 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
         fmt::format("{:.0f} KiB (whole replica), {:.0f} KiB per GPU at {}",
                     kv_bytes_per_token(c.policy, il.kv) / 1024,
                     kv_bytes_per_token_per_gpu(c.policy, il) / 1024, rollout_layout(r))},
-       {"KV capacity per replica", "(util x HBM - weights/t_g - workspace - resident) / KV per GPU",
-        fmt::format("{:.0f}k tokens (util {:.2f}, weights {:.1f} GiB, resident {:.1f} GiB per GPU)",
+       {"KV capacity per replica", "(util x HBM - weights / GPUs - workspace) / KV per GPU",
+        fmt::format("{:.0f}k tokens (util {:.2f}, weights {:.1f} GiB per GPU){}",
                     g.kv_capacity_tokens / 1e3, il.gpu_memory_utilization,
                     inference_weight_bytes_per_gpu(c.policy, il) / kGiB,
-                    il.resident_bytes_per_gpu / kGiB)},
+                    separate ? std::string()
+                             : fmt::format("; the trainer keeps {:.1f} GiB per GPU in the rest",
+                                           r.trainer_resident_bytes / kGiB))},
        {"decode step at full batch",
         "max(weights/t_g + KV, 2 N_active b / t_g / peak) + comm + overhead",
         fmt::format("max({:.2f} ms memory, {:.2f} ms compute) + {:.2f} ms + {:.2f} ms = {:.2f} ms "
@@ -481,6 +525,10 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
        {"log-prob forwards", "passes x mini-batches x (compute + exposed comm + bubble) / 3",
         fmt::format("{} x {} x {} = {}", logprob_passes, n_mini,
                     fmt_s(forward_only_s(te) * seq_scale), fmt_s(t_logprob))}});
+  if (c.algorithm == Algorithm::kDapo)
+    r.notes.push_back(
+        "DAPO is priced as GRPO: dynamic sampling's extra generation batches "
+        "(groups filtered out and regenerated) are not modelled");
   // How sure: what validation against published runs showed (docs/rl.md, "Validation").
   if (c.policy.is_moe())
     r.notes.push_back(
@@ -488,9 +536,9 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
         "dtplan's generation was 1.5-3x faster than measured; expert GEMMs at "
         "decode batch sizes are priced as weight streaming only (docs/rl.md)");
   r.notes.push_back(
-      "validation: 4 of 13 published RL figures within 20% (docs/rl.md); "
-      "asynchronous speedups over colocated runs are underestimated where the "
-      "published trainer did not scale with its GPUs");
+      "validation against published RL runs (docs/rl.md): colocated dense steps and host-fed "
+      "weight updates within 16%; asynchronous speedups, MoE rollouts and trainer-fed weight "
+      "syncs off by 30-80% (the rollout optimistic, the asynchronous gain pessimistic)");
   if (g.kv_limited)
     r.notes.push_back(
         "admissions waited for KV-cache room: concurrency is set by KV memory, not "
@@ -504,18 +552,41 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   return r;
 }
 
-std::vector<int> rollout_tp_choices(const RlConfig& c, int pool_gpus) {
-  std::vector<int> out;
-  const int pp = c.rollout.pp;
+// Rollout replica layouts (tp, pp) for a pool: the configured one, else TP 1, 2, 4, ... up to
+// a node where the heads divide, and where the weights leave under half the engine's memory
+// share to the KV cache at every one of those, TP across 2 and 4 nodes and PP 2 and 4 over a
+// node's TP too (DeepSeek-V3-sized policies).
+std::vector<std::pair<int, int>> rollout_layouts(const RlConfig& c, int pool_gpus, bool colocated) {
+  std::vector<std::pair<int, int>> out;
+  const int node = std::max(c.cluster.profile.node.gpus_per_node, 1);
+  auto add = [&](int t, int p) {
+    if (t * p <= pool_gpus && pool_gpus % (t * p) == 0 && c.policy.heads % t == 0 &&
+        p <= c.policy.layers)
+      out.emplace_back(t, p);
+  };
   if (c.rollout_tp > 0) {
-    if (pool_gpus % (c.rollout_tp * pp) == 0) out.push_back(c.rollout_tp);
+    add(c.rollout_tp, c.rollout.pp);
     return out;
   }
-  for (int t = 1; t <= c.cluster.profile.node.gpus_per_node; t *= 2)
-    if (pool_gpus % (t * pp) == 0 && c.policy.heads % t == 0) out.push_back(t);
+  bool roomy = false;
+  const double share =
+      (colocated ? c.colocated_gpu_memory_utilization : c.rollout.gpu_memory_utilization) *
+      c.cluster.profile.gpu.memory_gib * kGiB;
+  for (int t = 1; t <= node; t *= 2) {
+    add(t, c.rollout.pp);
+    InferenceLayout il = c.rollout;
+    il.tp = t;
+    roomy = roomy || inference_weight_bytes_per_gpu(c.policy, il) < share / 2;
+  }
+  if (!roomy && c.rollout.pp == 1) {
+    for (int k : {2, 4}) add(node * k, 1);
+    for (int p : {2, 4}) add(node, p);
+  }
   return out;
 }
 
+// Separate rollout pools: every multiple of the node's GPUs that leaves some to training (of
+// a single node or two, every GPU count).
 std::vector<int> rollout_pool_choices(const RlConfig& c) {
   std::vector<int> out;
   const int G = c.cluster.num_gpus, node = c.cluster.profile.node.gpus_per_node;
@@ -523,7 +594,8 @@ std::vector<int> rollout_pool_choices(const RlConfig& c) {
     out.push_back(c.rollout_gpus);
     return out;
   }
-  for (int r = node; r < G; r += node) out.push_back(r);
+  const int step = G >= 4 * node ? node : 1;
+  for (int r = step; r < G; r += step) out.push_back(r);
   return out;
 }
 
@@ -539,19 +611,19 @@ RlSearchResult search_rl(const RlConfig& c, int threads) {
   else
     for (int a = 0; a < kNumArchitectures; ++a) archs.push_back(static_cast<Architecture>(a));
   bool any = false;
-  std::string last_why;
+  std::map<std::string, int> whys;  // why the candidates failed, with how many did
   for (Architecture a : archs) {
     std::optional<RlResult> best;
     const std::vector<int> pools =
         separate_pools(a) ? rollout_pool_choices(c) : std::vector<int>{c.cluster.num_gpus};
     for (int pool : pools) {
-      for (int tpg : rollout_tp_choices(c, pool)) {
+      for (const auto& [tpg, ppg] : rollout_layouts(c, pool, !separate_pools(a))) {
         std::string why;
-        RlResult r = evaluate_one(c, Inputs{a, pool, tpg}, searches, &why);
+        RlResult r = evaluate_one(c, Inputs{a, pool, tpg, ppg}, searches, &why);
         const bool ok = why.empty();
-        out.considered.push_back({a, pool, tpg, ok ? r.step_time_s : 0, ok, why});
+        out.considered.push_back({a, pool, tpg, ppg, ok ? r.step_time_s : 0, ok, why});
         if (!ok) {
-          last_why = why;
+          ++whys[why];
           continue;
         }
         if (!best || r.step_time_s < best->step_time_s) best = std::move(r);
@@ -565,10 +637,20 @@ RlSearchResult search_rl(const RlConfig& c, int threads) {
     }
   }
   if (!any) {
-    const SourceLocation at = c.architecture ? c.architecture_at : SourceLocation{c.file, 0, 0};
-    throw InputError(
-        at, "architecture",
-        fmt::format("no feasible RL plan: {}", last_why.empty() ? "nothing to try" : last_why));
+    // The most frequent reasons, most frequent first.
+    std::vector<std::pair<int, std::string>> by;
+    for (const auto& [w, n] : whys) by.emplace_back(-n, w);
+    std::sort(by.begin(), by.end());
+    std::string reasons;
+    for (size_t i = 0; i < by.size() && i < 3; ++i)
+      reasons += fmt::format("{}{} ({} of {} candidates)", i ? "; " : "", by[i].second,
+                             -by[i].first, out.considered.size());
+    const SourceLocation at = c.architecture_at.line > 0 ? c.architecture_at : c.at;
+    throw InputError(at, c.architecture_at.line > 0 ? "architecture" : "",
+                     fmt::format("no feasible RL plan: {}",
+                                 reasons.empty() ? "no pool split or rollout layout to try "
+                                                   "(GPUs, rollout_gpus and rollout tp x pp)"
+                                                 : reasons));
   }
   out.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -57,8 +57,10 @@ struct RlConfig {
 
   Cluster cluster;
   std::optional<Architecture> architecture;  // nullopt: "search" (every one)
+  bool architecture_was_set = false;         // the file names one (not "search")
   int rollout_gpus = 0;                      // separate pool's GPUs; 0: searched
   SourceLocation rollout_gpus_at, architecture_at;
+  SourceLocation at;  // the configuration's first key (errors about the whole plan)
 
   // Rollout engine (vLLM/SGLang-like); tp 0: searched (the smallest that fits).
   InferenceLayout rollout;
@@ -73,8 +75,9 @@ struct RlConfig {
   Framework framework = Framework::kMegatron;
   SearchSpace space;
   // Colocated: the trainer's gradients and optimizer states go to host memory during
-  // generation and come back (verl/OpenRLHF offload), freeing HBM for the KV cache.
-  bool offload = true;
+  // generation and come back (verl/OpenRLHF offload), so that what stays (its weights) fits
+  // beside the engine's share of HBM.
+  bool offload = false;
 
   SyncMethod sync_method = SyncMethod::kNcclBroadcast;
   int sync_interval_steps = 1;  // fully asynchronous only: push weights every k steps
@@ -125,6 +128,7 @@ struct RlResult {
   double training_tokens_per_s = 0;         // prompt + response tokens / step time
   int rollout_gpus = 0, training_gpus = 0;  // colocated: both are the whole cluster
   int rollout_tp = 1, rollout_pp = 1, rollout_replicas = 1;
+  double trainer_resident_bytes = 0;  // colocated: per GPU, beside the engine's share
   GenerationResult generation;
   Plan training_plan;
   Estimate training_estimate;  // one optimizer step
@@ -140,7 +144,7 @@ std::string rollout_layout(const RlResult& r);
 
 struct RlAlternative {
   Architecture architecture;
-  int rollout_gpus = 0, rollout_tp = 1;
+  int rollout_gpus = 0, rollout_tp = 1, rollout_pp = 1;
   double step_time_s = 0;
   bool feasible = false;
   std::string why;  // when infeasible

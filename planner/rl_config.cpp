@@ -22,6 +22,8 @@ const std::vector<std::string>& top_keys() {
   return k;
 }
 
+constexpr double kMaxResponseTokens = 1 << 22;  // 4M tokens: far beyond any context window
+
 ModelSpec model_at(YamlMap& y, const char* key) {
   const std::string name = relative_to(y.get_string(key), y.file());
   try {
@@ -35,7 +37,7 @@ LengthDistribution read_length(YamlMap d, bool response) {
   LengthDistribution L;
   const std::string kind =
       d.opt_enum("distribution", {"fixed", "lognormal", "empirical"}).value_or("fixed");
-  constexpr double kMaxTokens = 1 << 22;  // 4M tokens: far beyond any context window
+  constexpr double kMaxTokens = kMaxResponseTokens;
   auto tokens = [&](const char* key) {
     const double v = d.get_double(key, 1, true);
     if (v > kMaxTokens) d.fail(key, fmt::format("{} tokens is beyond 4M", v));
@@ -104,7 +106,7 @@ LengthDistribution read_length(YamlMap d, bool response) {
         pts.emplace_back(t, p);
         where.push_back({path, lineno, 1});
       }
-      if (pts.empty()) throw InputError({path, 0, 0}, cdf_field, "holds no points");
+      if (pts.empty()) throw InputError({path, 1, 1}, cdf_field, "holds no points");
     }
     for (size_t i = 0; i < pts.size(); ++i) {
       const auto& [t, p] = pts[i];
@@ -127,9 +129,27 @@ LengthDistribution read_length(YamlMap d, bool response) {
   return L;
 }
 
+// The longest sequence (the prompt plus the longest response the distribution allows) within
+// the policy's context, and the response lengths within the reader's bounds.
+void check_context(const RlConfig& c, const SourceLocation& at, const std::string& field) {
+  const LengthDistribution& L = c.response;
+  const double longest = L.kind == LengthDistribution::Kind::kFixed ? L.mean_tokens : L.max_tokens;
+  if (!(longest >= 1 && longest <= kMaxResponseTokens))
+    throw InputError(at, field,
+                     fmt::format("responses of up to {:.0f} tokens: out of range (1-4M)", longest));
+  if (L.kind == LengthDistribution::Kind::kEmpirical && !L.cdf.empty() && L.cdf.front().first < 1)
+    throw InputError(at, field, "responses shorter than 1 token");
+  if (c.prompt_tokens + longest > double(c.policy.max_seq))
+    throw InputError(at, field,
+                     fmt::format("a {:.0f}-token prompt and a {:.0f}-token response exceed the "
+                                 "policy's context ({} tokens, max_seq)",
+                                 c.prompt_tokens, longest, c.policy.max_seq));
+}
+
 RlConfig read_config(YamlMap& y) {
   RlConfig c;
   c.file = y.file();
+  c.at = location_of(y.node(), c.file);
   c.title = y.opt_string("title").value_or("RL post-training step");
   c.policy = model_at(y, "policy");
   const std::string algo = y.opt_enum("algorithm", {"grpo", "ppo", "dapo"}).value_or("grpo");
@@ -177,6 +197,7 @@ RlConfig read_config(YamlMap& y) {
     archs.push_back("search");
     if (y.has("architecture")) c.architecture_at = location_of(y.node()["architecture"], c.file);
     const std::string a = y.opt_enum("architecture", archs).value_or("search");
+    c.architecture_was_set = a != "search";
     for (int i = 0; i < kNumArchitectures; ++i)
       if (a == architecture_names()[static_cast<size_t>(i)])
         c.architecture = static_cast<Architecture>(i);
@@ -190,10 +211,10 @@ RlConfig read_config(YamlMap& y) {
   }
 
   if (auto b = y.opt_map("batch")) {
-    c.prompts_per_step = b->get_int("prompts_per_step", 1, 1 << 24);
+    c.prompts_per_step = b->get_int("prompts_per_step", 1, 1 << 20);
     c.samples_per_prompt = static_cast<int>(b->opt_int("samples_per_prompt", 1, 4096).value_or(1));
-    if (c.prompts_per_step * c.samples_per_prompt > (int64_t{1} << 24))
-      b->fail("samples_per_prompt", "more than 16M responses per step");
+    if (c.prompts_per_step * c.samples_per_prompt > (int64_t{1} << 20))
+      b->fail("samples_per_prompt", "more than 1M responses per step");
     b->finish();
   } else {
     y.fail("batch",
@@ -204,6 +225,7 @@ RlConfig read_config(YamlMap& y) {
     c.prompt_tokens = p.mean();
   }
   c.response = read_length(y.get_map("response_length"), true);
+  check_context(c, location_of(y.node()["response_length"], c.file), y.field("response_length"));
 
   if (auto r = y.opt_map("rollout")) {
     InferenceLayout& il = c.rollout;
@@ -221,6 +243,9 @@ RlConfig read_config(YamlMap& y) {
     if (c.rollout_tp > 0 && G % (c.rollout_tp * il.pp))
       r->fail("pp",
               fmt::format("tp x pp = {} does not divide the {} GPUs", c.rollout_tp * il.pp, G));
+    if (c.rollout_tp > 0 && c.rollout_gpus > 0 && c.rollout_gpus % (c.rollout_tp * il.pp))
+      r->fail("tp", fmt::format("tp x pp = {} does not divide rollout_gpus ({})",
+                                c.rollout_tp * il.pp, c.rollout_gpus));
     auto prec = [&](const char* key) {
       const std::string s = r->opt_enum(key, {"bf16", "fp16", "fp8"}).value_or("bf16");
       const Precision p = *parse_precision(s);
@@ -300,6 +325,7 @@ RlConfig read_config(YamlMap& y) {
     }
     if (auto b = s->opt_double("bucket_mib", 0)) {
       if (*b > 1 << 20) s->fail("bucket_mib", "more than 1 TiB per bucket");
+      if (*b < 1) s->fail("bucket_mib", "less than 1 MiB per bucket");
       c.sync_bucket_bytes = *b * (1 << 20);
     }
     c.queue_steps = static_cast<int>(s->opt_int("queue_steps", 1, 64).value_or(1));
@@ -345,7 +371,8 @@ RlFile load_rl_file(const std::string& path) {
         if (k == "name") continue;
         if (k == "response_scale") {
           scale = vm.get_double("response_scale", 0);
-          if (scale > 64) vm.fail("response_scale", "more than 64x");
+          if (scale > 64 || scale < 1.0 / 64)
+            vm.fail("response_scale", "must be between 1/64 and 64");
           continue;
         }
         if (k == "whatif" || std::find(top_keys().begin(), top_keys().end(), k) == top_keys().end())
@@ -357,15 +384,28 @@ RlFile load_rl_file(const std::string& path) {
         var.keys.push_back(k);
       }
       vm.finish();
-      YamlMap my(merged, path, "");
-      var.config = read_config(my);
-      my.finish();
-      if (scale != 1) {
-        LengthDistribution& L = var.config.response;
-        L.mean_tokens *= scale;
-        L.max_tokens *= scale;
-        for (auto& pt : L.cdf) pt.first *= scale;
-        L.prepare();
+      // A variation that makes the plan colocated drops the base's pool size.
+      if (v["architecture"].IsDefined() && v["architecture"].IsScalar() &&
+          v["architecture"].Scalar() == "colocated" && !v["rollout_gpus"].IsDefined())
+        merged.remove("rollout_gpus");
+      try {
+        YamlMap my(merged, path, "");
+        var.config = read_config(my);
+        my.finish();
+        if (scale != 1) {
+          LengthDistribution& L = var.config.response;
+          L.mean_tokens *= scale;
+          L.max_tokens *= scale;
+          for (auto& pt : L.cdf) pt.first *= scale;
+          L.prepare();
+          check_context(var.config, location_of(v["response_scale"], path),
+                        field + ".response_scale");
+        }
+      } catch (const InputError& e) {
+        // Name the variation: the merged keys keep the base's positions.
+        if (e.field().rfind(field, 0) == 0) throw;
+        throw InputError(location_of(v, path), field,
+                         fmt::format("variation '{}': {}", var.name, e.what()));
       }
       var.config.title = var.name;
       f.whatif.push_back(std::move(var));

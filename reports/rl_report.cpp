@@ -66,6 +66,11 @@ nlohmann::json result_json(const RlResult& r) {
     d.push_back({{"name", x.name}, {"formula", x.formula}, {"value", x.value}});
   j["derivations"] = d;
   j["notes"] = r.notes;
+  nlohmann::json tl = nlohmann::json::array();
+  for (const auto& s : r.timeline)
+    tl.push_back(
+        {{"phase", s.phase}, {"pool", s.pool}, {"start_s", s.start_s}, {"end_s", s.end_s}});
+  j["timeline"] = tl;
   return j;
 }
 
@@ -123,6 +128,7 @@ std::string rl_json(const RlReportData& d) {
     nlohmann::json c = {{"architecture", rl::to_string(a.architecture)},
                         {"rollout_gpus", a.rollout_gpus},
                         {"rollout_tp", a.rollout_tp},
+                        {"rollout_pp", a.rollout_pp},
                         {"feasible", a.feasible}};
     if (a.feasible)
       c["step_time_s"] = a.step_time_s;
@@ -152,11 +158,11 @@ std::string markdown(const RlReportData& d) {
   std::string o;
   auto out = std::back_inserter(o);
   fmt::format_to(out, "# {}\n\n", markdown_cell(d.title));
-  fmt::format_to(out,
-                 "Policy {} on {} x {} GPUs. Architecture **{}** (the best of those searched with "
-                 "--search), step {} s; {}.\n\n",
+  fmt::format_to(out, "Policy {} on {} x {} GPUs. Architecture **{}**{}, step {} s; {}.\n\n",
                  markdown_cell(d.policy), d.gpus, markdown_cell(d.cluster),
-                 rl::to_string(r.architecture), sec(r.step_time_s), markdown_cell(pools(r)));
+                 rl::to_string(r.architecture),
+                 d.searched ? " (the fastest of the architectures and pool splits searched)" : "",
+                 sec(r.step_time_s), markdown_cell(pools(r)));
   o += "## Phases of one step\n\n| phase | seconds | share of step | GPU-hours per step "
        "|\n|---|---|---|---|\n";
   for (size_t i = 0; i < r.phases_s.size(); ++i) {

@@ -15,6 +15,7 @@ struct RlReportData {
   std::string title, config_file;
   std::string policy, cluster;
   int gpus = 0;
+  bool searched = false;  // --search: every architecture and pool split
   rl::RlSearchResult result;
   struct Variation {
     std::string name;

@@ -1,5 +1,7 @@
 #include "simulator/cost/inference_cost.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <queue>
@@ -36,7 +38,25 @@ double clipped_lognormal_mean(double mu, double sigma, double cap) {
          cap * (1.0 - normal_cdf((lc - mu) / sigma));
 }
 
-// sum_{j=0}^{k-1} max(A + a j, B + b j), exactly (the two lines cross at most once).
+double weight_bytes(Precision p) { return bytes_per_element(p); }
+
+// Weight bytes of the whole model one decode step reads when `tokens` tokens are in flight: all
+// dense parameters but the input embedding (its rows are gathered, not streamed), and for MoE
+// layers the experts the tokens touch, E (1 - (1 - k/E)^tokens) of E per layer (each token picks
+// k of E uniformly: the balanced router's expectation).
+double weights_read_bytes(const ModelSpec& m, const ParamCounts& pc, Precision p, double tokens) {
+  double params = static_cast<double>(pc.total());
+  if (!m.tied_embeddings) params -= static_cast<double>(pc.embedding);
+  if (m.moe && m.moe->experts > 0 && pc.routed_experts > 0) {
+    const double e = m.moe->experts, k = std::min<double>(m.moe->topk, e);
+    const double touched = e * (1.0 - std::pow(1.0 - k / e, std::max(tokens, 1.0)));
+    params -= static_cast<double>(pc.routed_experts) * (1.0 - touched / e);
+  }
+  return params * weight_bytes(p);
+}
+
+}  // namespace
+
 double sum_max_linear(double A, double a, double B, double b, double k) {
   if (k <= 0) return 0;
   auto arith = [](double c0, double slope, double j0, double j1) {  // sum over j in [j0, j1)
@@ -51,26 +71,6 @@ double sum_max_linear(double A, double a, double B, double b, double k) {
   if (dslope > 0) return arith(B, b, 0, jc) + arith(A, a, jc, k);  // second, then first
   return arith(A, a, 0, jc) + arith(B, b, jc, k);                  // first, then second
 }
-
-double weight_bytes(Precision p) { return bytes_per_element(p); }
-
-// Weight bytes of the whole model one decode step reads when `tokens` tokens are in flight: all
-// dense parameters but the input embedding (its rows are gathered, not streamed), and for MoE
-// layers the experts the tokens touch, E (1 - (1 - k/E)^tokens) of E per layer (each token picks
-// k of E uniformly: the balanced router's expectation).
-double weights_read_bytes(const ModelSpec& m, Precision p, double tokens) {
-  const ParamCounts pc = count_params(m);
-  double params = static_cast<double>(pc.total());
-  if (!m.tied_embeddings) params -= static_cast<double>(pc.embedding);
-  if (m.moe && m.moe->experts > 0 && pc.routed_experts > 0) {
-    const double e = m.moe->experts, k = std::min<double>(m.moe->topk, e);
-    const double touched = e * (1.0 - std::pow(1.0 - k / e, std::max(tokens, 1.0)));
-    params -= static_cast<double>(pc.routed_experts) * (1.0 - touched / e);
-  }
-  return params * weight_bytes(p);
-}
-
-}  // namespace
 
 void LengthDistribution::prepare() {
   if (kind != Kind::kLognormal) return;
@@ -167,19 +167,19 @@ struct StepLines {
   double mem0 = 0, mem1 = 0, cmp0 = 0, cmp1 = 0, fixed = 0, comm = 0, overhead = 0;
 };
 
-StepLines step_lines(const ModelSpec& m, const HardwareProfile& hw, const InferenceParams& ip,
-                     const InferenceLayout& l, double batch) {
+StepLines step_lines(const ModelSpec& m, const ParamCounts& pc, const HardwareProfile& hw,
+                     const InferenceParams& ip, const InferenceLayout& l, double batch) {
   StepLines s;
   const double bw = hw.gpu.hbm_gbps * 1e9 * ip.decode_bw_fraction;
   const double tokens = batch * l.spec_accept_tokens;
   // One step of the whole batch: pp micro-batches pass each stage, which reads its weights
   // (a pp-th) once per micro-batch and its layers' KV of the micro-batch's sequences.
   const double pp = std::max(l.pp, 1);
-  s.mem0 = weights_read_bytes(m, l.weights, tokens / pp) / l.tp / bw;
+  s.mem0 = weights_read_bytes(m, pc, l.weights, tokens / pp) / l.tp / bw;
   s.mem1 = kv_bytes_per_token_per_gpu(m, l) / bw;
   const Precision p = l.weights == Precision::kFp8 ? Precision::kFp8 : Precision::kBf16;
   const double peak = hw.gpu.peak_flops(p) * ip.decode_compute_fraction;
-  const double active = static_cast<double>(count_params(m).active());
+  const double active = static_cast<double>(pc.active());
   s.cmp0 = 2.0 * active * tokens / l.gpus() / peak;
   // Attention: QK^T and PV, 2 FLOPs each per cached token, query width and layer.
   s.cmp1 = 4.0 * double(m.q_width()) * m.layers * l.spec_accept_tokens / l.gpus() / peak;
@@ -217,7 +217,7 @@ StepLines step_lines(const ModelSpec& m, const HardwareProfile& hw, const Infere
 
 DecodeStep decode_step(const ModelSpec& m, const HardwareProfile& hw, const InferenceParams& ip,
                        const InferenceLayout& l, double batch, double context_tokens) {
-  const StepLines s = step_lines(m, hw, ip, l, batch);
+  const StepLines s = step_lines(m, count_params(m), hw, ip, l, batch);
   DecodeStep d;
   d.memory_s = s.mem0 + s.mem1 * context_tokens;
   d.compute_s = s.cmp0 + s.cmp1 * context_tokens;
@@ -249,16 +249,12 @@ struct ReplicaRun {
 // One replica's continuous batching, event by event (a sequence ends or starts): between
 // events the batch is constant and the context grows by the batch's tokens each step, so the
 // steps' times are two lines whose maximum sums exactly (sum_max_linear).
-ReplicaRun run_replica(const ModelSpec& m, const HardwareProfile& hw, const InferenceParams& ip,
-                       const InferenceLayout& l, const std::vector<double>& lengths,
-                       double prompt_tokens, double prefill_per_seq_s, double reserve_tokens,
-                       double capacity_tokens) {
+ReplicaRun run_replica(const ModelSpec& m, const ParamCounts& pc, const HardwareProfile& hw,
+                       const InferenceParams& ip, const InferenceLayout& l,
+                       const std::vector<double>& lengths, double prompt_tokens,
+                       double prefill_per_seq_s, double reserve_tokens, double capacity_tokens) {
   ReplicaRun r;
   if (lengths.empty()) return r;
-  if (capacity_tokens < reserve_tokens) {
-    r.fits = false;
-    return r;
-  }
   const double per_step = std::max(l.spec_accept_tokens, 1.0);
   // Active sequences by their end step; context = cached tokens of all active sequences.
   using End = std::pair<double, double>;  // (end step, final context)
@@ -288,7 +284,7 @@ ReplicaRun run_replica(const ModelSpec& m, const HardwareProfile& hw, const Infe
     r.peak_batch = std::max(r.peak_batch, b);
     const double k = active.top().first - step;
     if (b != lines_batch) {
-      lines = step_lines(m, hw, ip, l, b);
+      lines = step_lines(m, pc, hw, ip, l, b);
       lines_batch = b;
     }
     const double growth = b * per_step;  // context tokens added per step
@@ -339,37 +335,43 @@ std::vector<size_t> spread_order(size_t n) {
 GenerationResult generate(const ModelSpec& m, const HardwareProfile& hw, const InferenceParams& ip,
                           const InferenceLayout& l, int replicas, int64_t responses,
                           int samples_per_prompt, double prompt_tokens,
-                          const LengthDistribution& response) {
+                          const LengthDistribution& response, double streaming_inflight) {
   GenerationResult g;
   replicas = std::max(replicas, 1);
+  const ParamCounts pc = count_params(m);
   g.kv_capacity_tokens = kv_capacity_tokens(m, hw, l);
   const double mean_len = response.mean();
   const double reserve = prompt_tokens + mean_len;
-  if (g.kv_capacity_tokens < prompt_tokens + 1) {
+  const std::vector<double> lengths = sample_lengths(response, responses);
+  g.longest_tokens = lengths.empty() ? 0 : lengths.back();
+  // vLLM refuses to start when its KV cache cannot hold one sequence of the longest length.
+  if (g.kv_capacity_tokens < prompt_tokens + g.longest_tokens) {
     g.fits = false;
+    g.why = g.kv_capacity_tokens <= 0
+                ? fmt::format("the weights ({:.1f} GiB per GPU) leave no KV-cache room",
+                              inference_weight_bytes_per_gpu(m, l) / (1ull << 30))
+                : fmt::format(
+                      "the longest sequence ({:.0f} prompt + {:.0f} response tokens) "
+                      "exceeds a replica's KV cache ({:.0f} tokens)",
+                      prompt_tokens, g.longest_tokens, g.kv_capacity_tokens);
     return g;
   }
-  const std::vector<double> lengths = sample_lengths(response, responses);
   const std::vector<size_t> order = spread_order(lengths.size());
-  const double shared = l.prefix_caching ? std::max(samples_per_prompt, 1) : 1;
-  const double prefill_per_seq =
-      prefill_time_s(m, hw, ip, l, prompt_tokens / shared, prompt_tokens);
+  const int group = l.prefix_caching ? std::max(samples_per_prompt, 1) : 1;
+  const double prefill_per_seq = prefill_time_s(m, hw, ip, l, prompt_tokens / group, prompt_tokens);
+  // The samples of one prompt go to one replica (so that they share its prefill), prompts
+  // round-robin over the replicas.
   std::vector<std::vector<double>> per(static_cast<size_t>(replicas));
   for (size_t i = 0; i < order.size(); ++i) {
-    per[i % per.size()].push_back(lengths[order[i]]);
+    per[(i / static_cast<size_t>(group)) % per.size()].push_back(lengths[order[i]]);
     g.tokens += lengths[order[i]];
   }
-  g.longest_tokens = lengths.empty() ? 0 : lengths.back();
   ReplicaRun worst;
   double worst_mb = 0;
   for (const auto& lens : per) {
     if (lens.empty()) continue;
-    const ReplicaRun r = run_replica(m, hw, ip, l, lens, prompt_tokens, prefill_per_seq, reserve,
-                                     g.kv_capacity_tokens);
-    if (!r.fits) {
-      g.fits = false;
-      return g;
-    }
+    const ReplicaRun r = run_replica(m, pc, hw, ip, l, lens, prompt_tokens, prefill_per_seq,
+                                     reserve, g.kv_capacity_tokens);
     g.kv_limited = g.kv_limited || r.kv_limited;
     if (r.time_s > worst.time_s) {
       worst = r;
@@ -382,21 +384,26 @@ GenerationResult generate(const ModelSpec& m, const HardwareProfile& hw, const I
   g.tail_s = worst.tail_s;
   g.peak_batch = worst.peak_batch;
   g.memory_bound = worst_mb >= 0.5 * worst.decode_s;
-  // Steady state of a replica kept full: the batch its slots and KV room allow, each active
-  // sequence holding the prompt plus E[L^2] / (2 E[L]) response tokens on average (a sequence
-  // occupies its slot in proportion to its length).
+  // Steady state of a replica kept busy: each running sequence holds the prompt plus
+  // E[L^2] / (2 E[L]) response tokens on average (a sequence occupies its slot in proportion to
+  // its length); the batch is what the slots, the KV room at that occupancy and the responses
+  // in flight (spread over the replicas) allow.
   double e2 = 0;
   for (double x : lengths) e2 += x * x;
   e2 /= std::max<size_t>(lengths.size(), 1);
   const double occupancy_ctx = prompt_tokens + (mean_len > 0 ? e2 / (2 * mean_len) : 0);
-  const double slots = std::max(
-      1.0,
-      std::min<double>(l.max_num_seqs, std::floor(g.kv_capacity_tokens / std::max(reserve, 1.0))));
+  const double inflight = streaming_inflight > 0 ? streaming_inflight : double(responses);
+  const double slots =
+      std::max(1.0, std::min({double(l.max_num_seqs),
+                              std::floor(g.kv_capacity_tokens / std::max(occupancy_ctx, 1.0)),
+                              std::ceil(inflight / replicas)}));
+  g.streaming_batch = slots;
   g.first_step = decode_step(m, hw, ip, l, slots, slots * occupancy_ctx);
   const double per_step = std::max(l.spec_accept_tokens, 1.0);
   const double s_per_token =
       g.first_step.time_s / (slots * per_step) + (mean_len > 0 ? prefill_per_seq / mean_len : 0);
   g.streaming_tokens_per_s_per_replica = 1.0 / s_per_token;
+  g.streaming_latency_s = mean_len / per_step * g.first_step.time_s + prefill_per_seq;
   return g;
 }
 

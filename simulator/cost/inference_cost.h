@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/hardware.h"
@@ -62,6 +63,10 @@ struct InferenceLayout {
   bool cuda_graphs = true;     // false: eager decode steps (vLLM enforce_eager)
 };
 
+// sum_{j=0}^{k-1} max(A + a j, B + b j) for a whole k >= 0, exactly (two lines cross at most
+// once): the time of k decode steps whose memory and compute terms grow linearly.
+double sum_max_linear(double A, double a, double B, double b, double k);
+
 // n lengths at the stratified quantiles (i + 0.5) / n, rounded, at least 1; sorted.
 std::vector<double> sample_lengths(const LengthDistribution& d, int64_t n);
 
@@ -98,7 +103,9 @@ double prefill_time_s(const ModelSpec& m, const HardwareProfile& hw, const Infer
 // `replicas` replicas that start together; continuous batching admits a sequence when a slot
 // (max_num_seqs) and KV room are free (each admitted sequence reserves its prompt plus the mean
 // response, so that the cache does not overflow on average; vLLM preempts instead). With prefix
-// caching, the `samples_per_prompt` samples of one prompt share its prefill.
+// caching, the `samples_per_prompt` samples of one prompt share its prefill (they go to one
+// replica). `streaming_inflight`: the responses that may be in flight at once in the streaming
+// steady state, all replicas together (0: `responses`).
 struct GenerationResult {
   double time_s = 0;          // the slowest replica's
   double prefill_s = 0;       // of that replica
@@ -110,14 +117,18 @@ struct GenerationResult {
   double kv_capacity_tokens = 0;
   bool kv_limited = false;   // admissions waited for KV room
   bool memory_bound = true;  // the slowest replica's decode steps were mostly memory-bound
-  // Steady-state rate of one replica kept full (fully asynchronous rollout), response tokens/s.
+  // Steady state of one replica kept busy (fully asynchronous rollout): its batch, its rate in
+  // response tokens/s, and a response's mean time from admission to its last token.
+  double streaming_batch = 0;
   double streaming_tokens_per_s_per_replica = 0;
+  double streaming_latency_s = 0;
   DecodeStep first_step;  // the first decode step at full batch (for the report)
-  bool fits = true;       // the weights fit with room for one sequence
+  bool fits = true;       // the longest sequence fits a replica's KV cache
+  std::string why;        // when it does not
 };
 GenerationResult generate(const ModelSpec& m, const HardwareProfile& hw, const InferenceParams& ip,
                           const InferenceLayout& l, int replicas, int64_t responses,
                           int samples_per_prompt, double prompt_tokens,
-                          const LengthDistribution& response);
+                          const LengthDistribution& response, double streaming_inflight = 0);
 
 }  // namespace dtplan

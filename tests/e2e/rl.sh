@@ -26,12 +26,16 @@ for k in ["bytes", "time_s", "interval_steps"]:
 assert j["architecture"] == "colocated"
 assert j["gpus"] == {"rollout": 256, "training": 256}
 assert j["staleness_steps"] == 0
-# A synchronous colocated step is its phases one after another.
-total = sum(j["phases_s"].values())
-assert abs(total / j["step_time_s"] - 1) < 1e-9, (total, j["step_time_s"])
-# Response tokens per second of step = the rollout's tokens over the step.
-r = j["rollout"]
-assert abs(j["generation_tokens_per_s"] * j["step_time_s"] / r["response_tokens"] - 1) < 1e-9
+# 512 x 8 responses, GPU-seconds = seconds x the pool's 256 GPUs for every phase (colocated).
+assert j["rollout"]["response_tokens"] > 512 * 8
+for k, v in j["phases_s"].items():
+    assert abs(j["gpu_seconds"][k] - 256 * v) <= 1e-9 * (1 + 256 * v), k
+# The timeline (two steps): spans of one pool never overlap, and it ends at twice the step.
+spans = sorted((s["start_s"], s["end_s"]) for s in j["timeline"] if s["pool"] == "all")
+assert spans, j["timeline"]
+for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+    assert a1 <= b0 + 1e-9, (a0, a1, b0, b1)
+assert abs(spans[-1][1] - 2 * j["step_time_s"]) < 1e-6 * j["step_time_s"]
 assert len(j["whatif"]) == 4 and all(w["found"] for w in j["whatif"])
 PY
 ok "rl --json: the interface keys and their arithmetic" $?
@@ -51,6 +55,12 @@ for a in archs.values():
         assert a["gpus"]["rollout"] % 8 == 0
 assert archs["disaggregated"]["staleness_steps"] == 0
 assert archs["one-step-off"]["staleness_steps"] == 1
+# Separate pools: the rollout pool idles while the trainer works in the synchronous one, and
+# each pool's busy time never exceeds the step.
+d = archs["disaggregated"]
+assert 0 < d["idle_share"]["rollout"] < 1 and 0 < d["idle_share"]["training"] < 1
+for tl in d["timeline"]:
+    assert tl["end_s"] <= 2 * d["step_time_s"] * (1 + 1e-9)
 feasible = [c for c in j["considered"] if c["feasible"]]
 assert len(feasible) > 50
 PY

@@ -146,6 +146,72 @@ TEST(Generation, MoreRolloutReplicasNeverSlowIt) {
   }
 }
 
+TEST(SumMaxLinear, EqualsTheStepByStepSum) {
+  // Lines that cross in either direction, on and between whole steps, and that do not cross.
+  const double cases[][4] = {{1, 0.1, 0, 0.3},   {0, 0.3, 1, 0.1}, {2, -0.1, 0, 0.1},
+                             {0, 0.2, 2, 0.0},   {5, 0.0, 1, 0.5}, {1, 0.25, 2, 0.0},
+                             {3, 0.01, 1, 0.02}, {1, 1, 1, 1}};
+  for (const auto& c : cases)
+    for (double k : {0.0, 1.0, 7.0, 8.0, 9.0, 40.0, 1000.0}) {
+      double brute = 0;
+      for (int j = 0; j < k; ++j) brute += std::max(c[0] + c[1] * j, c[2] + c[3] * j);
+      EXPECT_NEAR(sum_max_linear(c[0], c[1], c[2], c[3], k), brute, 1e-9 * (1 + brute))
+          << c[0] << " " << c[1] << " " << c[2] << " " << c[3] << " k " << k;
+    }
+}
+
+TEST(Generation, StreamingIsBoundedByTheResponsesInFlight) {
+  // A replica kept busy runs at most its share of the responses in flight: with few of them,
+  // Little's law caps the rate (in flight / latency), not max_num_seqs.
+  const ModelSpec m = load_model("llama3-8b");
+  const HardwareProfile hw = load_profile("dgx-h100");
+  InferenceLayout l;
+  LengthDistribution d;
+  d.kind = LengthDistribution::Kind::kFixed;
+  d.mean_tokens = 1000;
+  const GenerationResult many = generate(m, hw, hw.inference, l, 4, 4096, 1, 200, d);
+  const GenerationResult few = generate(m, hw, hw.inference, l, 4, 4096, 1, 200, d, 64);
+  EXPECT_DOUBLE_EQ(many.streaming_batch, 256);  // max_num_seqs
+  EXPECT_DOUBLE_EQ(few.streaming_batch, 16);    // 64 in flight over 4 replicas
+  EXPECT_LT(few.streaming_tokens_per_s_per_replica, many.streaming_tokens_per_s_per_replica);
+  // The rate is the batch over the step (and the prefill spread over the response).
+  const DecodeStep st = decode_step(m, hw, hw.inference, l, 16, 16 * (200 + 500));
+  const double per_token = st.time_s / 16 + prefill_time_s(m, hw, hw.inference, l, 200, 200) / 1000;
+  EXPECT_NEAR(few.streaming_tokens_per_s_per_replica, 1 / per_token, 1e-9 / per_token);
+}
+
+TEST(Generation, KvLimitedAdmissionWaitsAndTakesLonger) {
+  const ModelSpec m = load_model("llama3-8b");
+  const HardwareProfile hw = load_profile("dgx-h100");
+  LengthDistribution d;
+  d.kind = LengthDistribution::Kind::kFixed;
+  d.mean_tokens = 2000;
+  InferenceLayout roomy, tight;
+  tight.gpu_memory_utilization = 0.3;  // 24 GiB: 15 GiB of weights, ~57k tokens of KV
+  // 128 sequences of 2,500 tokens: 320k tokens fit the roomy ~450k-token cache at once.
+  const GenerationResult a = generate(m, hw, hw.inference, roomy, 1, 128, 1, 500, d);
+  const GenerationResult b = generate(m, hw, hw.inference, tight, 1, 128, 1, 500, d);
+  EXPECT_FALSE(a.kv_limited);
+  EXPECT_DOUBLE_EQ(a.peak_batch, 128);
+  EXPECT_TRUE(b.kv_limited);
+  EXPECT_LT(b.peak_batch, 128);
+  EXPECT_LE(b.peak_batch * 2500, b.kv_capacity_tokens + 2500);  // the reservation holds
+  EXPECT_GT(b.time_s, a.time_s);
+}
+
+TEST(Generation, TheLongestSequenceMustFitTheKvCache) {
+  const ModelSpec m = load_model("llama3-8b");
+  const HardwareProfile hw = load_profile("dgx-h100");
+  LengthDistribution d;
+  d.kind = LengthDistribution::Kind::kFixed;
+  d.mean_tokens = 100000;
+  InferenceLayout tight;
+  tight.gpu_memory_utilization = 0.25;
+  const GenerationResult g = generate(m, hw, hw.inference, tight, 1, 8, 1, 500, d);
+  EXPECT_FALSE(g.fits);
+  EXPECT_NE(g.why.find("exceeds a replica's KV cache"), std::string::npos) << g.why;
+}
+
 TEST(LengthDistribution, EmpiricalQuantileAndMean) {
   LengthDistribution d;
   d.kind = LengthDistribution::Kind::kEmpirical;
@@ -222,7 +288,9 @@ TEST(RlStep, ArchitecturesKeepTheirInvariants) {
   EXPECT_EQ(colo.staleness_steps, 0);
   EXPECT_EQ(dis.staleness_steps, 0);
   EXPECT_EQ(off.staleness_steps, 1);
-  EXPECT_GE(async.staleness_steps, 1);
+  // Fully asynchronous: the queue's step, plus a response's latency in steps (no interval).
+  EXPECT_NEAR(async.staleness_steps, 1 + async.generation.streaming_latency_s / async.step_time_s,
+              1e-12);
   // Overlapping the pools never makes the step longer than running them in turn.
   EXPECT_LE(off.step_time_s, dis.step_time_s);
   EXPECT_LE(async.step_time_s, dis.step_time_s);
@@ -271,7 +339,9 @@ TEST(RlSearch, SeventyBOnTwoHundredFiftySixH100) {
   // Every pool split considered is on node boundaries and leaves GPUs to both pools.
   for (const auto& a : s.considered) {
     EXPECT_EQ(a.rollout_gpus % 8, 0);
-    EXPECT_LE(a.rollout_gpus, 256);
+    if (a.architecture != rl::Architecture::kColocated) {
+      EXPECT_LT(a.rollout_gpus, 256);
+    }
   }
 }
 
