@@ -100,6 +100,9 @@ std::vector<const Measurement*> of_precision(const std::vector<Measurement>& ms,
 std::vector<double> predict_gemm(const std::vector<const Measurement*>& ms, HardwareProfile hw,
                                  Precision p, double mf, double h) {
   hw.calibration = {};
+  // Microbenchmarks time kernels in short runs: the profile's sustained-in-training derating
+  // (EfficiencyParams::sustained_compute_fraction) stays out of the fitted kernel curve.
+  hw.efficiency.sustained_compute_fraction = 1.0;
   hw.efficiency.gemm_max_fraction = mf;
   hw.efficiency.gemm_half_saturation_gflop = h;
   ComputeCostModel cm{&hw, p};

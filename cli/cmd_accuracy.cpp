@@ -45,7 +45,8 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--no-tp-comm-overlap", no_tp_overlap,
                 "Override: TP communication is not overlapped in any case")
       ->excludes(tov);
-  cmd->add_option("--group", group, "Only cases whose group starts with this prefix");
+  cmd->add_option("--group", group,
+                  "Only cases whose group starts with this prefix (several: comma-separated)");
   cmd->add_option("--profile", only_profiles, "Only cases on these hardware profiles");
   cmd->add_flag("--json", json, "Machine-readable output (cases[] and summary)");
   cmd->add_flag("--verbose,-v", verbose, "Print every case (default: groups and the worst cases)");
@@ -72,13 +73,31 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       return (profiles[name] = std::move(p)).get();
     };
     std::map<std::string, std::unique_ptr<FrameworkProfile>> frameworks;
-    opt.framework = [&](const std::string& name) -> const FrameworkProfile* {
-      auto it = frameworks.find(name);
+    opt.framework = [&](const std::string& name,
+                        const std::string& version) -> const FrameworkProfile* {
+      const std::string key = name + "@" + version;
+      auto it = frameworks.find(key);
       if (it != frameworks.end()) return it->second.get();
       std::unique_ptr<FrameworkProfile> f;
-      if (has_framework_profile(name))
+      if (has_framework_profile(name)) {
         f = std::make_unique<FrameworkProfile>(load_framework_profile(name));
-      return (frameworks[name] = std::move(f)).get();
+        // A version the profile lists selects its overrides; others keep the base values.
+        if (!version.empty() &&
+            std::find(f->versions.begin(), f->versions.end(), version) != f->versions.end())
+          f = std::make_unique<FrameworkProfile>(load_framework_profile(name + "@" + version));
+      }
+      return (frameworks[key] = std::move(f)).get();
+    };
+    std::vector<std::string> prefixes;
+    for (size_t at = 0; !group.empty() && at <= group.size();) {
+      const size_t comma = std::min(group.find(',', at), group.size());
+      prefixes.push_back(group.substr(at, comma - at));
+      at = comma + 1;
+    }
+    auto in_groups = [&](const std::string& g) {
+      return prefixes.empty() || std::any_of(prefixes.begin(), prefixes.end(), [&](const auto& x) {
+               return !x.empty() && g.starts_with(x);
+             });
     };
     std::vector<CaseResult> results, layer_results;
     auto on_profile = [&](const std::string& prof) {
@@ -86,9 +105,8 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
              std::find(only_profiles.begin(), only_profiles.end(), prof) != only_profiles.end();
     };
     for (const auto& c : file.cases)
-      if ((group.empty() || c.group.starts_with(group)) && on_profile(c.profile))
-        results.push_back(predict_case(c, opt));
-    if (group.empty() || std::string("layer_cases").starts_with(group))
+      if (in_groups(c.group) && on_profile(c.profile)) results.push_back(predict_case(c, opt));
+    if (in_groups("layer_cases"))
       for (const auto& c : file.layer_cases)
         if (on_profile(c.profile)) layer_results.push_back(predict_layer_case(c, opt));
     AccuracySummary s = summarize(results);
@@ -144,7 +162,11 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
                              {"median_abs_pct", x.median_abs_pct},
                              {"max_abs_pct", x.max_abs_pct},
                              {"cases_total", x.cases_total},
-                             {"cases_predicted", x.cases_predicted}};
+                             {"cases_predicted", x.cases_predicted},
+                             {"memory_cases", x.memory_cases},
+                             {"memory_mape_pct", x.memory_mape_pct},
+                             {"memory_mean_signed_pct", x.memory_mean_signed_pct},
+                             {"memory_cases_within_10pct", x.memory_cases_within_10pct}};
         nlohmann::json mg = nlohmann::json::object(), sg = nlohmann::json::object();
         for (const auto& g : x.groups) {
           mg[g.group] = g.mape_pct;
@@ -217,6 +239,12 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
                      "\nall cases: MAPE {:.2f}%, median |error| {:.2f}%, max |error| {:.2f}%, "
                      "coverage {}/{}\n",
                      s.mape_pct, s.median_abs_pct, s.max_abs_pct, s.cases_predicted, s.cases_total);
+      if (s.memory_cases > 0)
+        fmt::format_to(o,
+                       "peak memory (the {} predicted cases whose source prints it): mean |error| "
+                       "{:.1f}%, mean signed {:+.1f}%, {} within 10%\n",
+                       s.memory_cases, s.memory_mape_pct, s.memory_mean_signed_pct,
+                       s.memory_cases_within_10pct);
       fmt::format_to(o,
                      "error bands (p10-p90 of measured/predicted by regime): leave-one-group-out "
                      "{:.1f}% of {} cases inside, median half-width {:.1f}%; leave-one-family-out "

@@ -168,7 +168,7 @@ void register_check(CLI::App& app, CommandContext& ctx) {
       for (const auto& v : violations) vs.push_back({{"flag", v.flag}, {"reason", v.reason}});
       j["plan"]["violations"] = vs;
       if (!groups_note.empty()) j["plan"]["note"] = groups_note;
-      fw = check_framework(framework, r->plan, r->model);
+      fw = select_framework(framework, *cmd, *r);
       j["framework"] = framework_to_json(*fw);
       if (fw->refusal) j["framework"]["refusal"] = *fw->refusal;
       j["warnings"] = warnings_to_json(*fw);

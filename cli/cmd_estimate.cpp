@@ -18,13 +18,16 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
                                  "Predict step time, its breakdown, MFU and memory of one plan");
   static SpecOptions spec;
   static PlanOptions plan;
-  static bool json = false;
+  static bool json = false, ops = false;
   static std::string out, convention = "causal-half", framework;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
   add_resilience_options(*cmd, spec);
   add_framework_option(*cmd, framework);
   cmd->add_flag("--json", json, "Machine-readable output");
+  cmd->add_flag("--ops", ops,
+                "Also list every op of one micro-batch with its shape, time, share of the peak "
+                "and launch time (JSON: \"ops\")");
   cmd->add_option("--out,-o", out, "Write the output to this file (atomically)");
   cmd->add_option("--flops-convention", convention,
                   "causal-half (Megatron HEAD) or full-attention (papers, Megatron < 2026)")
@@ -34,7 +37,7 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       "With no model, cluster or plan flag, estimates the built-in example: GPT-3 175B on 32 "
       "DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, distributed optimizer, gbs 1536.");
   cmd->callback([&ctx, cmd] {
-    if (!any_option_given(*cmd, {"--json", "--out", "--flops-convention", "--framework",
+    if (!any_option_given(*cmd, {"--json", "--ops", "--out", "--flops-convention", "--framework",
                                  "--loader-tokens-per-s-per-node", "--async-save", "--restart-s",
                                  "--checkpoint-interval-s", "--skipped-steps",
                                  "--straggler-fraction", "--straggler-factor"})) {
@@ -49,7 +52,7 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 2;
       return;
     }
-    const FrameworkCheck fw = check_framework(framework, r.plan, r.model);
+    const FrameworkCheck fw = select_framework(framework, *cmd, r);
     throw_if_refused(fw);
     EstimatorOptions opt;
     opt.flops = convention == "full-attention" ? FlopsConvention::kFullAttention
@@ -62,7 +65,6 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
     }
     const std::vector<std::string> flags = coverage.warnings();
     // The warnings that travel with the numbers: the framework's, then how sure they are.
-    r.framework = framework_name(fw.framework);
     const Uncertainty u =
         uncertainty_of(r.model, r.cluster, r.workload, r.plan, e, r.framework, flags);
     std::string text;
@@ -73,9 +75,11 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       j["warnings"] = warnings_to_json(fw);
       for (const NumberWarning& w : u.warnings)
         j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
+      if (ops) j["ops"] = ops_to_json(r);
       text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     } else {
       text = estimate_to_text(r, e, opt.flops) + framework_to_text(fw);
+      if (ops) text += ops_to_text(r);
       for (const NumberWarning& w : u.warnings)
         if (w.code != "outside-calibration")
           text += fmt::format("warning [{}]: {}\n", w.code, w.message);

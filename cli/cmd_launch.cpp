@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/framework_check.h"
 #include "cli/options.h"
 #include "cli/search_options.h"
 #include "core/atomic_file.h"
@@ -20,7 +21,7 @@ namespace {
 
 // Fills the plan options from the plan of rank `rank` (1-based) of a `dtplan search --json` file.
 void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec, PlanOptions& o,
-                           bool model_given, bool cluster_given) {
+                           bool model_given, bool cluster_given, std::string* framework) {
   const std::string text = read_input_file(path, "--from");
   nlohmann::json j;
   try {
@@ -43,6 +44,9 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
   try {
     const auto& p = j["top"][static_cast<size_t>(rank - 1)]["plan"];
     if (!model_given) spec.model = j.at("model").get<std::string>();
+    // The framework (rule set or profile) the search priced the plans with.
+    if (framework->empty() && j.contains("framework") && j["framework"].is_string())
+      *framework = j["framework"].get<std::string>();
     if (!cluster_given) {
       if (j.at("cluster").contains("groups"))
         throw InputError({path, 0, 0}, "--from",
@@ -63,6 +67,7 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
     o.zero = p.at("zero");
     o.recompute = p.at("recompute");
     o.recompute_layers = p.value("recompute_layers", 0);
+    o.offload_layers = p.value("offload_layers", 0);
     o.uneven_pp = p.value("uneven_pp", false);
     o.account_for_embedding = p.value("account_for_embedding_in_pipeline_split", false);
     o.stage_split = p.value("stage_split", std::string());
@@ -88,7 +93,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
   static SpecOptions spec;
   static PlanOptions plan;
   static std::string format, out_dir, from, nodes_file, job_name = "dtplan";
-  static std::string partition, account, time_limit, version;
+  static std::string partition, account, time_limit, version, framework;
   static int rank = 1;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
@@ -99,6 +104,10 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--from", from, "Take the plan from a `dtplan search --json` file");
   cmd->add_option("--rank", rank, "Which ranked plan of --from (1 = best)")
       ->check(CLI::Range(1, 100000));
+  cmd->add_option("--framework", framework,
+                  "Framework profile NAME[@VERSION] whose defaults the plan takes (gradient "
+                  "dtype, FP8 recipe, overlaps), as estimate and search price it; default: the "
+                  "--from search's");
   cmd->add_option("--framework-version", version,
                   "Framework release to write for (default: the newest the format knows; "
                   "`dtplan list emitters` names them)");
@@ -117,13 +126,17 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
                                    fmt::join(names, ", ")));
     if (!from.empty())
       plan_from_search_json(from, rank, spec, plan, cmd->count("--model") > 0,
-                            cmd->count("--cluster") + cmd->count("--gpus") > 0);
+                            cmd->count("--cluster") + cmd->count("--gpus") > 0, &framework);
     std::vector<Violation> violations;
     Resolved r = resolve(spec, plan, violations);
     if (report_violations(violations)) {
       ctx.exit_code = 2;
       return;
     }
+    // A framework profile's defaults, as the estimate and the search applied them; a rule set
+    // (megatron, deepspeed, torchtitan) changes nothing here: the format's emitter refuses
+    // what its framework cannot run.
+    if (framework_profile_of(framework)) select_framework(framework, *cmd, r);
     if (r.cluster.heterogeneous())
       throw InputError({}, "--cluster",
                        fmt::format("{} has device groups: heterogeneous clusters are planned and "

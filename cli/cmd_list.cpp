@@ -5,6 +5,7 @@
 #include "calibrate/i_backend.h"
 #include "cli/commands.h"
 #include "core/catalog.h"
+#include "core/framework_profile.h"
 #include "core/registry.h"
 #include "planner/emit/i_emitter.h"
 #include "simulator/cost/i_collective_algorithm.h"
@@ -13,12 +14,14 @@
 namespace dtplan::cli {
 
 void register_list(CLI::App& app, CommandContext& ctx) {
-  auto* cmd = app.add_subcommand("list", "List the model zoo or the hardware profiles");
+  auto* cmd = app.add_subcommand(
+      "list", "List the model zoo, the hardware or framework profiles, or a plug-in registry");
   static std::string what;
-  cmd->add_option("what", what, "models | profiles | schedules | collectives | emitters | backends")
+  cmd->add_option("what", what,
+                  "models | profiles | frameworks | schedules | collectives | emitters | backends")
       ->required()
-      ->check(CLI::IsMember(
-          {"models", "profiles", "schedules", "collectives", "emitters", "backends"}));
+      ->check(CLI::IsMember({"models", "profiles", "frameworks", "schedules", "collectives",
+                             "emitters", "backends"}));
   cmd->callback([&ctx] {
     if (what == "models") {
       fmt::print("{:<18} {:>6} {:>7} {:>5} {:>6} {:>9} {:>9}  {}\n", "name", "layers", "hidden",
@@ -29,6 +32,17 @@ void register_list(CLI::App& app, CommandContext& ctx) {
         fmt::print("{:<18} {:>6} {:>7} {:>5} {:>6} {:>9.1f} {:>9.1f}  {}\n", n, m.layers, m.hidden,
                    m.heads, m.kv_heads, static_cast<double>(c.total()) / 1e9,
                    static_cast<double>(c.active()) / 1e9, m.display_name);
+      }
+    } else if (what == "frameworks") {
+      fmt::print("{:<20} {:<11} {:<14} {:>7} {:<18}  {}\n", "name (--framework)", "stack",
+                 "attention", "effic.", "versions", "description");
+      for (const auto& n : list_framework_profile_names()) {
+        const FrameworkProfile f = load_framework_profile(n);
+        std::string kernels, versions;
+        for (const auto& k : f.attention_kernels) kernels += (kernels.empty() ? "" : ",") + k;
+        for (const auto& v : f.versions) versions += (versions.empty() ? "" : ",") + v;
+        fmt::print("{:<20} {:<11} {:<14} {:>7.3g} {:<18}  {}\n", n, f.stack, kernels,
+                   f.compute_efficiency, versions.empty() ? "-" : versions, f.description);
       }
     } else if (what == "schedules") {
       for (const auto& e : Registry<IPipelineSchedule>::global().entries())

@@ -103,6 +103,7 @@ void register_report(CLI::App& app, CommandContext& ctx) {
     reports::ReportOptions ropt;
     ropt.alternatives = ropt.heatmap = !no_alternatives;
     ropt.failure = setup.failure;
+    ropt.framework_stack = setup.framework_stack;
     const reports::ReportData data = reports::build_report(
         setup.model, setup.cluster, setup.workload, setup.space, setup.options, r,
         source.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", ropt);

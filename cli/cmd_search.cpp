@@ -41,9 +41,9 @@ std::string csv_field(const std::string& s) {
 std::string layout(const Plan& p) {
   std::string sched = p.pp > 1 ? p.schedule.str() : "-";
   if (p.split_stages > 0) sched += fmt::format(" {}:{}", p.split_stages, p.split_layers);
-  return fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>9} {:>4} {:<11}", p.tp,
-                     p.pp, p.cp, p.ep, p.dp, p.vpp, p.sp ? "on" : "-", p.zero,
-                     to_string(p.recompute), p.mbs, sched);
+  return fmt::format("{:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>11} {:>4} {:<11}", p.tp,
+                     p.pp, p.cp, p.ep, p.dp, p.vpp, p.sp ? "on" : "-", p.zero, p.recompute_cell(),
+                     p.mbs, sched);
 }
 
 nlohmann::json deadline_to_json(const DeadlineAnswer& a, const SearchFlags& f, const Workload& w) {
@@ -290,7 +290,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
         // The global batch is a column when several were searched.
         const bool gbs_col = batches.size() > 1;
         fmt::format_to(o,
-                       "{:>4}  {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>9} {:>4} {:<11} "
+                       "{:>4}  {:>3} {:>3} {:>3} {:>3} {:>4} {:>3} {:>3} {:>4} {:>11} {:>4} {:<11} "
                        "{}{:>9} {:>15} {:>6} {:>9} {:>8} {:>6} {:>7}{}\n",
                        "rank", "TP", "PP", "CP", "EP", "DP", "VPP", "SP", "ZeRO", "recompute",
                        "MBS", "schedule", gbs_col ? fmt::format("{:>6} ", "GBS") : "", "step (s)",
@@ -299,7 +299,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
         for (size_t i = 0; i < r.top.size(); ++i) {
           const Candidate& c = r.top[i];
           const Uncertainty ui =
-              uncertainty_of(model, cluster, w, c.plan, c.estimate, framework_name(opt.framework));
+              uncertainty_of(model, cluster, w, c.plan, c.estimate, setup.framework_stack);
           fmt::format_to(
               o, "{:>4}  {} {}{:>9.3f} {:>15} {:>5.1f}% {:>9.0f} {:>8.1f} {:>5.1f}% {:>6.1f}%{}\n",
               i + 1, layout(c.plan), gbs_col ? fmt::format("{:>6} ", c.plan.gbs) : "",
@@ -312,8 +312,8 @@ void register_search(CLI::App& app, CommandContext& ctx) {
         }
         {
           const Candidate& best = r.top.front();
-          const Uncertainty u = uncertainty_of(model, cluster, w, best.plan, best.estimate,
-                                               framework_name(opt.framework));
+          const Uncertainty u =
+              uncertainty_of(model, cluster, w, best.plan, best.estimate, setup.framework_stack);
           if (u.band.found)
             fmt::format_to(
                 o,
@@ -382,7 +382,7 @@ void register_search(CLI::App& app, CommandContext& ctx) {
             "1f},{:.4f},{:.2f}\n",
             csv_field(model.name), params_b, w.seq_len, p.tp, p.pp, p.cp, p.ep, p.dp, p.mbs, p.vpp,
             model.layers, model.hidden, model.ffn_hidden, p.gbs, cluster.nodes(),
-            cluster.profile.node.gpus_per_node, p.zero, to_string(p.recompute),
+            cluster.profile.node.gpus_per_node, p.zero, p.recompute_cell(),
             p.pp > 1
                 ? p.schedule.str() + (p.split_stages > 0
                                           ? fmt::format(" {}:{}", p.split_stages, p.split_layers)

@@ -184,7 +184,7 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
     if (!trace_ranks.empty() && trace.empty())
       throw InputError({}, "--trace-ranks",
                        "selects the GPUs a trace shows: give --trace FILE too");
-    const FrameworkCheck fw = check_framework(framework, r.plan, r.model);
+    const FrameworkCheck fw = select_framework(framework, *cmd, r);
     throw_if_refused(fw);
     des::SimFaults faults;
     auto parse_pairs = [](const std::vector<std::string>& items, const char* flag,

@@ -7,6 +7,7 @@
 
 #include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
+#include "simulator/cost/layer_cost.h"
 #include "simulator/step/step_terms.h"
 
 namespace dtplan::cli {
@@ -80,6 +81,7 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
                {"zero", p.zero},
                {"recompute", to_string(p.recompute)},
                {"recompute_layers", p.recompute_layers},  // 0: every layer (with full)
+               {"offload_layers", p.offload_layers},      // activation offloading, 0: none
                {"uneven_pp", p.uneven_pp},
                {"account_for_embedding_in_pipeline_split", p.account_for_embedding},
                {"stage_split",
@@ -344,6 +346,111 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                                            : "",
                  e.fits ? "fits\n" : "DOES NOT FIT\n");
   return o;
+}
+
+}  // namespace dtplan::cli
+
+namespace dtplan::cli {
+
+static const char* pass_name(Pass p) {
+  switch (p) {
+    case Pass::kForward:
+      return "fwd";
+    case Pass::kBackwardInput:
+      return "bwd";
+    case Pass::kBackwardWeight:
+      return "wgrad";
+  }
+  return "?";
+}
+
+static const char* kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::kGemm:
+      return "gemm";
+    case OpKind::kAttention:
+      return "attention";
+    case OpKind::kElementwise:
+      return "elementwise";
+    case OpKind::kCollective:
+      return "collective";
+  }
+  return "?";
+}
+
+static std::string op_shape(const Op& o) {
+  switch (o.kind) {
+    case OpKind::kGemm:
+      return o.count > 1 ? fmt::format("{}x[{}x{}x{}]{}", o.count, o.m, o.n, o.k,
+                                       o.grouped ? " grouped" : "")
+                         : fmt::format("{}x{}x{}", o.m, o.n, o.k);
+    case OpKind::kAttention:
+      return fmt::format("s={} d={}", o.attn_seq, o.attn_head_dim);
+    case OpKind::kElementwise:
+      return fmt::format("{:.1f} MB", o.bytes / 1e6);
+    case OpKind::kCollective:
+      return fmt::format("{} {:.1f} MB n={}", to_string(o.collective), o.bytes / 1e6, o.group.size);
+  }
+  return "";
+}
+
+nlohmann::json ops_to_json(const Resolved& r) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const OpCostRow& row : op_cost_rows(r.model, r.cluster, r.workload, r.plan)) {
+    const Op& o = row.op;
+    nlohmann::json j = {
+        {"layer", row.layer},        {"name", o.name},       {"pass", pass_name(o.pass)},
+        {"kind", kind_name(o.kind)}, {"shape", op_shape(o)}, {"time_s", row.time_s},
+        {"host_s", row.host_s},      {"kernels", o.kernels}, {"recomputed", row.recomputed}};
+    if (o.kind == OpKind::kGemm || o.kind == OpKind::kAttention) {
+      j["flops"] = row.flops;
+      j["efficiency"] = row.efficiency;
+    }
+    if (o.kind == OpKind::kElementwise || o.kind == OpKind::kAttention) j["bytes"] = o.bytes;
+    if (o.kind == OpKind::kCollective) {
+      j["bytes"] = o.bytes;
+      j["dim"] = to_string(o.dim);
+      j["algorithm"] = row.algorithm;
+      j["overlappable"] = o.overlappable;
+    }
+    a.push_back(std::move(j));
+  }
+  return a;
+}
+
+std::string ops_to_text(const Resolved& r) {
+  const std::vector<OpCostRow> rows = op_cost_rows(r.model, r.cluster, r.workload, r.plan);
+  std::string out = fmt::format(
+      "\nops of one micro-batch on one GPU ({} layers: times per layer; recomputed ops marked "
+      "*)\n{:<10} {:<6} {:<24} {:<30} {:>10} {:>6} {:>9}\n",
+      r.model.layers, "layer", "pass", "op", "shape", "time ms", "eff", "host us");
+  const char* layer = "";
+  double sums[3] = {0, 0, 0}, host[3] = {0, 0, 0};
+  auto flush = [&] {
+    if (!*layer) return;
+    out += fmt::format(
+        "{:<10} total  fwd {:.3f} ms, bwd {:.3f} ms, wgrad {:.3f} ms compute; "
+        "host {:.0f} / {:.0f} / {:.0f} us\n",
+        layer, sums[0] * 1e3, sums[1] * 1e3, sums[2] * 1e3, host[0] * 1e6, host[1] * 1e6,
+        host[2] * 1e6);
+    for (int i = 0; i < 3; ++i) sums[i] = host[i] = 0;
+  };
+  for (const OpCostRow& row : rows) {
+    if (std::string_view(row.layer) != layer) {
+      flush();
+      layer = row.layer;
+    }
+    const Op& o = row.op;
+    const int pi = static_cast<int>(o.pass);
+    if (o.kind != OpKind::kCollective) sums[pi] += row.time_s;
+    host[pi] += row.host_s;
+    out += fmt::format(
+        "{:<10} {:<6} {:<24} {:<30} {:>10.4f} {:>6} {:>9.1f}\n", row.layer, pass_name(o.pass),
+        std::string(o.name) + (row.recomputed ? "*" : ""), op_shape(o), row.time_s * 1e3,
+        row.efficiency > 0 ? fmt::format("{:.2f}", row.efficiency) : "", row.host_s * 1e6);
+  }
+  flush();
+  return out;
 }
 
 }  // namespace dtplan::cli

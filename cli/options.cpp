@@ -103,6 +103,11 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
                  "With full recompute: layers per stage recomputed (0 = all)")
       ->check(CLI::Range(0, 100000))
       ->group(g);
+  app.add_option("--cpu-offloading-num-layers", o.offload_layers,
+                 "Offload the activations of the first N layers of each chunk to host memory "
+                 "(Megatron-Core; 0 = none)")
+      ->check(CLI::Range(0, 100000))
+      ->group(g);
   app.add_option("--mbs,--micro-batch-size", o.mbs, "Micro-batch size (sequences)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str()
@@ -223,6 +228,21 @@ FailureOptions apply_job_options(const SpecOptions& s, const std::string& precis
   return f;
 }
 
+namespace {
+bool is_blackwell(const HardwareProfile& hw) {
+  return hw.gpu.name.find('B') == 0 || hw.gpu.name.find("GB") == 0;
+}
+}  // namespace
+
+void check_profile_fp8_recipe(const std::string& profile, const Workload& w,
+                              const HardwareProfile& hw) {
+  if (w.precision == Precision::kFp8 && w.fp8_recipe == Fp8Recipe::kMxfp8 && !is_blackwell(hw))
+    throw InputError({}, "--framework",
+                     fmt::format("profile '{}' defaults to the mxfp8 FP8 recipe, which needs "
+                                 "Blackwell (B200, GB200, ...); {} has none: pass --fp8-recipe",
+                                 profile, hw.gpu.name));
+}
+
 void apply_fp8_options(const std::string& recipe, int amax_history_len, const HardwareProfile& hw,
                        Workload& w, std::vector<Violation>& violations) {
   w.fp8_recipe = recipe == "tensorwise"  ? Fp8Recipe::kTensorwise
@@ -239,8 +259,7 @@ void apply_fp8_options(const std::string& recipe, int amax_history_len, const Ha
         {"--fp8-amax-history-len",
          fmt::format("applies to the delayed recipe; {} keeps no amax history", recipe)});
   }
-  if (w.fp8_recipe == Fp8Recipe::kMxfp8 && hw.gpu.name.find('B') != 0 &&
-      hw.gpu.name.find("GB") != 0 && w.precision == Precision::kFp8)
+  if (w.fp8_recipe == Fp8Recipe::kMxfp8 && !is_blackwell(hw) && w.precision == Precision::kFp8)
     violations.push_back(
         {"--fp8-recipe", fmt::format("mxfp8 needs Blackwell (B200, GB200, ...); {} has none "
                                      "(Megatron transformer_config.py: 'mxfp8' for Blackwell "
@@ -276,6 +295,7 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
                 : o.recompute == "selective" ? Recompute::kSelective
                                              : Recompute::kNone;
   p.recompute_layers = o.recompute_layers;
+  p.offload_layers = o.offload_layers;
   p.mbs = o.mbs;
   const int model_parallel = o.tp * o.pp * o.cp;
   p.dp = o.dp > 0 ? o.dp : std::max(1, r.cluster.num_gpus / model_parallel);

@@ -37,6 +37,7 @@ struct PlanOptions {
   bool sp = false;
   std::string recompute = "none";
   int recompute_layers = 0;
+  int offload_layers = 0;
   int64_t gbs = 0;
   int64_t gbs_tokens = 0;
   int64_t seq = 2048;
@@ -86,6 +87,10 @@ void write_output(const std::string& text, const std::string& out);
 FailureOptions apply_job_options(const SpecOptions& s, const std::string& precision, Cluster& c,
                                  std::vector<Violation>& violations);
 // --fp8-recipe and --fp8-amax-history-len ("" and 0: not given) into the workload.
+// A framework profile's FP8 recipe default where the hardware cannot run it (MXFP8 off
+// Blackwell): throws InputError naming --framework.
+void check_profile_fp8_recipe(const std::string& profile, const Workload& w,
+                              const HardwareProfile& hw);
 void apply_fp8_options(const std::string& recipe, int amax_history_len, const HardwareProfile& hw,
                        Workload& w, std::vector<Violation>& violations);
 

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/estimate_json.h"
+#include "cli/framework_check.h"
 #include "core/catalog.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -199,7 +200,9 @@ void add_search_flags(CLI::App& cmd, SearchFlags& f) {
       ->check(finite_range(0.0, 0.9))
       ->capture_default_str();
   cmd.add_option("--framework", f.framework,
-                 "Refuse what this framework cannot express: megatron, deepspeed or torchtitan")
+                 "Refuse what this framework cannot express: megatron, deepspeed or torchtitan; "
+                 "or a framework profile NAME[@VERSION] (dtplan list frameworks): its kernels, "
+                 "efficiency and defaults, and its stack's rules")
       ->capture_default_str();
   cmd.add_flag("--allow-cross-node-tp", f.cross_node_tp, "Allow TP beyond the NVLink domain");
   cmd.add_flag("--no-prune", f.no_prune,
@@ -308,7 +311,26 @@ SearchSetup make_search_setup(const SearchFlags& f) {
   opt.objective = static_cast<Objective>(it - objs.begin());
   opt.top_k = f.top;
   opt.memory_margin = f.margin;
-  opt.framework = parse_framework(f.framework);
+  // --framework: a rule set, or a framework profile whose kernels and efficiency price every
+  // plan and whose defaults every plan starts from (--fp8-recipe, when given, wins).
+  if (std::optional<FrameworkProfile> fp = framework_profile_of(f.framework)) {
+    FrameworkPlanGiven given;
+    given.fp8_recipe = !f.fp8_recipe.empty();
+    apply_framework_defaults(*fp, given, opt.base_plan, w);
+    check_profile_fp8_recipe(fp->name, w, s.cluster.profile);
+    // The profile's TP-overlap default as given: each layout asks for SP and TP > 1 itself
+    // (layout_plan), which the base plan (TP 1, no SP) cannot show.
+    if (fp->tp_comm_overlap) opt.base_plan.tp_comm_overlap = *fp->tp_comm_overlap;
+    apply_framework_profile(*fp, s.cluster.profile);
+    for (DeviceGroup& d : s.cluster.groups) apply_framework_profile(*fp, d.profile);
+    const std::optional<Framework> rules = profile_rules(*fp);
+    opt.framework = rules.value_or(Framework::kMegatron);
+    opt.framework_rules = rules.has_value();
+    s.framework_stack = fp->stack;
+  } else {
+    opt.framework = parse_framework(f.framework);
+    s.framework_stack = framework_name(opt.framework);
+  }
   opt.allow_cross_node_tp = f.cross_node_tp;
   opt.prune = !f.no_prune;
   opt.threads = f.threads;
@@ -401,9 +423,7 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   j["rejected"] = rej;
   j["top"] = nlohmann::json::array();
   for (size_t i = 0; i < r.top.size(); ++i) {
-    Resolved res{
-        s.model,  s.cluster, s.workload, r.top[i].plan, framework_name(s.options.framework),
-        s.failure};
+    Resolved res{s.model, s.cluster, s.workload, r.top[i].plan, s.framework_stack, s.failure};
     nlohmann::json cj = estimate_to_json(res, r.top[i].estimate, FlopsConvention::kCausalHalf);
     cj["rank"] = static_cast<int>(i + 1);
     cj["evaluator"] = r.top[i].refined ? "des" : evaluator;
@@ -413,9 +433,8 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
   // The warnings of the first plan's numbers, once (reports/uncertainty.h).
   j["warnings"] = nlohmann::json::array();
   if (!r.top.empty()) {
-    const Uncertainty u =
-        uncertainty_of(s.model, s.cluster, s.workload, r.top.front().plan, r.top.front().estimate,
-                       framework_name(s.options.framework));
+    const Uncertainty u = uncertainty_of(s.model, s.cluster, s.workload, r.top.front().plan,
+                                         r.top.front().estimate, s.framework_stack);
     for (const NumberWarning& w : u.warnings)
       j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
   }

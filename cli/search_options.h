@@ -50,6 +50,9 @@ struct SearchSetup {
   SearchSpace space;
   SearchOptions options;
   FailureOptions failure;  // checkpoints and restarts of the ranked plans' outputs
+  // Whose stack runs the plans (error bands' regime): the rule set's name, or a framework
+  // profile's stack (megatron, deepspeed, torchtitan, other).
+  std::string framework_stack = "megatron";
 };
 
 // Loads and checks everything; bad values are InputErrors naming the flag.

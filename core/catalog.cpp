@@ -80,9 +80,13 @@ bool has_framework_profile(const std::string& name) {
   return fs::is_regular_file(fs::path(data_dir()) / "frameworks" / (name + ".yaml"), ec);
 }
 
-FrameworkProfile load_framework_profile(const std::string& name_or_path) {
-  return load_framework_profile_file(
-      resolve(name_or_path, "frameworks", "framework profile", "frameworks"));
+FrameworkProfile load_framework_profile(const std::string& spec) {
+  // NAME[@VERSION]: a version picks the profile's overrides for it.
+  const size_t at = spec.rfind('@');
+  const std::string name = at == std::string::npos ? spec : spec.substr(0, at);
+  const std::string version = at == std::string::npos ? "" : spec.substr(at + 1);
+  return load_framework_profile_file(resolve(name, "frameworks", "framework profile", "frameworks"),
+                                     version);
 }
 
 static std::string resolve_profile_cb(const std::string& n) { return resolve_profile_path(n); }

@@ -29,7 +29,8 @@ HardwareProfile load_profile(const std::string& name_or_path);
 std::vector<std::string> list_framework_profile_names();
 bool has_framework_profile(const std::string& name);
 struct FrameworkProfile;
-FrameworkProfile load_framework_profile(const std::string& name_or_path);
+// `spec` is NAME (or a file) with an optional @VERSION (the profile's overrides for it).
+FrameworkProfile load_framework_profile(const std::string& spec);
 
 // `--cluster` takes a profile (name or file; then gpus is required) or a cluster YAML
 // (profile + nodes; gpus, when > 0, must fit).

@@ -181,6 +181,7 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
           hw.gpu.peak_tflops[static_cast<size_t>(Precision::kBf16)];
     hw.gpu.hbm_gbps = g.get_double("hbm_gbps", 0);
     hw.gpu.sm_count = static_cast<int>(g.get_int("sm_count"));
+    hw.gpu.fp8_non_tn_gemm = g.opt_bool("fp8_non_tn_gemm").value_or(false);
     hw.gpu.source = g.get_string("source");
     g.allow("tdp_w");
     g.finish();
@@ -259,6 +260,9 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
     ef.gemm_max_fraction_fp8 = opt_fraction("gemm_max_fraction_fp8", ef.gemm_max_fraction);
     ef.gemm_half_saturation_gflop_fp8 =
         e.opt_double("gemm_half_saturation_gflop_fp8", 0).value_or(ef.gemm_half_saturation_gflop);
+    ef.gemm_max_fraction_mxfp8 = opt_fraction("gemm_max_fraction_mxfp8", ef.gemm_max_fraction_fp8);
+    ef.gemm_half_saturation_gflop_mxfp8 = e.opt_double("gemm_half_saturation_gflop_mxfp8", 0)
+                                              .value_or(ef.gemm_half_saturation_gflop_fp8);
     ef.attention_fwd_max_fraction =
         opt_fraction("attention_fwd_max_fraction", ef.gemm_max_fraction);
     ef.attention_bwd_max_fraction =
@@ -287,6 +291,7 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
     }
     ef.gemm_tile_m = static_cast<int>(e.get_int("gemm_tile_m"));
     ef.gemm_tile_n = static_cast<int>(e.get_int("gemm_tile_n"));
+    ef.sustained_compute_fraction = opt_fraction("sustained_compute_fraction", 1.0);
     ef.memory_bw_fraction = fraction("memory_bw_fraction");
     ef.nvlink_bw_fraction = fraction("nvlink_bw_fraction");
     ef.network_bw_fraction = fraction("network_bw_fraction");

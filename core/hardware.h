@@ -23,6 +23,11 @@ struct GpuSpec {
   std::array<double, kNumPrecisions> peak_tflops{};  // dense; 0 = not supported
   double hbm_gbps = 0;
   int sm_count = 0;
+  // Whether FP8 GEMMs take operands in any layout (Blackwell, SM100+), so per-tensor-scaled FP8
+  // training makes no transposed copies; false: only the TN layout (Hopper), every FP8 tensor a
+  // GEMM reads along its other axis is transposed (Transformer Engine
+  // nvte_is_non_tn_fp8_gemm_supported, common/transformer_engine.cpp @d0067d0).
+  bool fp8_non_tn_gemm = false;
   std::string source;
   double peak_flops(Precision p) const;  // FLOP/s
 };
@@ -67,6 +72,9 @@ struct EfficiencyParams {
   // profile, the BF16 ones.
   double gemm_max_fraction_fp8 = 0.8;
   double gemm_half_saturation_gflop_fp8 = 1.0;
+  // MXFP8 (block-scaled) GEMMs, of the FP8 peak; absent in a profile, the FP8 ones.
+  double gemm_max_fraction_mxfp8 = 0.8;
+  double gemm_half_saturation_gflop_mxfp8 = 1.0;
   // The fused attention kernel (causal, head dim 128) as a fraction of the BF16 peak, forward
   // and backward: e_max x s / (s + s_half), s the kernel's sequence length (per CP chunk).
   // Absent in a profile: gemm_max_fraction at every length (s_half 0).
@@ -84,6 +92,11 @@ struct EfficiencyParams {
   double memory_bw_fraction = 0.8;
   double nvlink_bw_fraction = 0.75;
   double network_bw_fraction = 0.9;
+  // The share of the tensor-core throughput the short-run kernel benchmarks behind the
+  // asymptotes and attention curves measure that a training job sustains (power and thermal
+  // governors lower the clock under hours of dense compute): multiplies every GEMM and attention
+  // efficiency. 1 where the asymptotes were themselves fitted to training runs (A100).
+  double sustained_compute_fraction = 1.0;
   double host_dispatch_us = 5;         // host time to launch one kernel (eager framework)
   double collective_overhead_us = 10;  // per collective: launch and rank synchronization
   double comm_compute_slowdown = 0.05;

@@ -50,6 +50,12 @@ const char* to_string(Recompute r) {
   return "none";
 }
 
+std::string Plan::recompute_cell() const {
+  if (offload_layers > 0) return fmt::format("offload({})", offload_layers);
+  if (recompute_layers > 0) return fmt::format("{}({})", to_string(recompute), recompute_layers);
+  return to_string(recompute);
+}
+
 std::string Plan::describe() const {
   std::string s = fmt::format("TP{} PP{} DP{}", tp, pp, dp);
   if (cp > 1) s += fmt::format(" CP{}", cp);
@@ -59,6 +65,7 @@ std::string Plan::describe() const {
   if (sp) s += " SP";
   s += fmt::format(" ZeRO-{} recompute={}", zero, to_string(recompute));
   if (recompute_layers > 0) s += fmt::format("({} layers/chunk)", recompute_layers);
+  if (offload_layers > 0) s += fmt::format(" offload={}", offload_layers);
   s += fmt::format(" mbs={} gbs={}", mbs, gbs);
   if (uneven_pp) s += " uneven-pp";
   if (account_for_embedding) s += " embedding-in-split";
@@ -199,6 +206,15 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
         fmt::format("{} layers per chunk, but a chunk holds at most {} ({} layers over pp x vpp "
                     "= {} chunks)",
                     p.recompute_layers, (m.layers + chunks - 1) / chunks, m.layers, chunks));
+  if (p.offload_layers < 0) add("--cpu-offloading-num-layers", "must be >= 0");
+  // Megatron-Core offloads fewer layers than a chunk holds (transformer_config.py:1884-1889
+  // @d98e8a6: cpu_offloading_num_layers < num_layers); the smallest chunk holds
+  // floor(layers / (pp x vpp)).
+  if (p.offload_layers > 0 && chunks > 0 && p.offload_layers >= m.layers / chunks)
+    add("--cpu-offloading-num-layers",
+        fmt::format("{} layers offloaded per chunk, but a chunk may hold only {} ({} layers over "
+                    "pp x vpp = {} chunks); at least one layer stays",
+                    p.offload_layers, m.layers / chunks, m.layers, chunks));
   if (w.precision == Precision::kTf32 || w.precision == Precision::kFp32)
     add("--precision", "training precision must be bf16, fp16 or fp8");
 
@@ -225,12 +241,17 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
 namespace dtplan {
 
 std::vector<Violation> validate_against_hardware(const HardwareProfile& hw, const Workload& w,
-                                                 const Plan&) {
+                                                 const Plan& p) {
   std::vector<Violation> v;
   if (hw.gpu.peak_flops(w.precision) <= 0)
     v.push_back({"--precision", fmt::format("{} has no {} tensor-core peak in profile {} (its "
                                             "datasheet lists none)",
                                             hw.gpu.name, to_string(w.precision), hw.name)});
+  if (p.offload_layers > 0 && hw.host.pcie_gbps_per_gpu <= 0)
+    v.push_back({"--cpu-offloading-num-layers",
+                 fmt::format("activation offloading needs the host link, and profile {} gives "
+                             "none (host.pcie_gbps_per_gpu)",
+                             hw.name)});
   return v;
 }
 

@@ -91,6 +91,10 @@ struct Plan {
   int zero = 0;  // 0 none, 1 optimizer states (Megatron distributed optimizer), 2 +grads, 3 +params
   Recompute recompute = Recompute::kNone;
   int recompute_layers = 0;  // with full recompute: layers per stage recomputed (0 = all)
+  // Activation offloading to host memory: the first N transformer layers of each pipeline chunk
+  // copy their saved activations to the host after their forward and back before their
+  // backward, on a stream of their own (Megatron-Core --cpu-offloading-num-layers). 0: none.
+  int offload_layers = 0;
   int mbs = 1;
   int64_t gbs = 0;         // sequences; 0 = take the workload's global batch
   ScheduleName schedule;   // "1f1b" by default
@@ -110,13 +114,26 @@ struct Plan {
   }
   bool overlap_grad_reduce = true;
   bool overlap_param_gather = true;
+  // ZeRO-3 / FSDP: one all-gather (and reduce-scatter) per layer's parameters, as FSDP1's
+  // FlatParameter per wrapped block, FSDP2's per-module foreach all-gather and Megatron-FSDP's
+  // buckets do; or one per parameter tensor, as DeepSpeed stage 3 did in 2021 (a framework
+  // profile's zero3.gather, frameworks/*.yaml).
+  bool zero3_gather_per_tensor = false;
+  // ZeRO-3: gathers prefetched behind the previous layer's compute (FSDP, Megatron-FSDP, later
+  // DeepSpeed), or blocking, every gather and reduce-scatter on the critical path (DeepSpeed
+  // stage 3 of 2021: comm_stream.synchronize() per fetch).
+  bool zero3_prefetch = true;
   bool tp_comm_overlap = false;
   bool ep_comm_overlap = false;
-  bool flash_attention = true;
+  bool flash_attention = true;  // false: unfused attention (s x s scores, softmax, dropout)
   // Gradients kept in fp32 (Megatron-LM main_grad: 18 bytes/param with Adam) or in the 16-bit
   // training precision (ZeRO paper / DeepSpeed convention: 16 bytes/param).
-  bool main_grads_fp32 =
-      true;  // false: unfused attention (materialized s x s scores, softmax, dropout)
+  bool main_grads_fp32 = true;
+  // Adam's state per parameter, sharded by the distributed optimizer / ZeRO >= 1: fp32 master
+  // weights and both moments, 12 bytes (Megatron, DeepSpeed, the ZeRO paper's K = 12); 10 with
+  // Apex DistributedFusedAdam's store_param_remainders (NeMo: the BF16 parameter plus a 16-bit
+  // remainder stand for the fp32 master). The framework profile's optimizer.state_bytes_per_param.
+  double optimizer_state_bytes_per_param = 12;
   RankOrder rank_order = RankOrder::kTpCpEpDpPp;
 
   int world() const { return tp * pp * cp * dp; }
@@ -126,6 +143,9 @@ struct Plan {
   // Expert data-parallel size: world / (etp * ep * pp).
   int edp() const { return world() / (etp * ep * pp); }
   std::string describe() const;  // "TP8 PP16 DP8 ..." one line
+  // The memory-saving cell of a plan table: "none", "selective", "full", "full(8)" (8 layers
+  // per chunk recomputed) or "offload(8)" (8 layers' activations offloaded to the host).
+  std::string recompute_cell() const;
 };
 
 struct Violation {

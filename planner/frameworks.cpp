@@ -22,7 +22,7 @@ bool pipelined(const Plan& p) { return p.pp > 1; }
 // --data-parallel-sharding-strategy optim_grads is ZeRO-2 (a reduce-scatter on every
 // micro-batch, megatron/core/distributed/fsdp/mcore_fsdp_adapter.py:168, as dtplan's ZeRO-2
 // cost) and optim_grads_params ZeRO-3; its own 1F1B and interleaved schedules.
-constexpr std::array<FrameworkRule, 4> kMegatronRules = {{
+constexpr std::array<FrameworkRule, 6> kMegatronRules = {{
     {"Megatron-LM runs only its 1F1B and interleaved pipeline schedules",
      "NVIDIA/Megatron-LM megatron/core/pipeline_parallel/schedules.py@d98e8a6 "
      "(get_forward_backward_func)",
@@ -42,9 +42,17 @@ constexpr std::array<FrameworkRule, 4> kMegatronRules = {{
      [](const Plan& p, const ModelSpec& m) {
        return m.is_moe() && p.ep_comm_overlap && p.ep > 1 && p.pp > 1 && p.vpp == 1;
      }},
+    {"Megatron-Core offloads activations to the CPU only without pipeline parallelism",
+     "NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py:1891-1894@d98e8a6",
+     [](const Plan& p, const ModelSpec&) { return p.offload_layers > 0 && p.pp > 1; }},
+    {"Megatron-Core does not offload activations together with activation recomputation",
+     "NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py:1896-1899@d98e8a6",
+     [](const Plan& p, const ModelSpec&) {
+       return p.offload_layers > 0 && p.recompute != Recompute::kNone;
+     }},
 }};
 
-constexpr std::array<FrameworkRule, 7> kDeepSpeedRules = {{
+constexpr std::array<FrameworkRule, 8> kDeepSpeedRules = {{
     {"DeepSpeed refuses ZeRO-2/3 with pipeline parallelism",
      "deepspeedai/DeepSpeed deepspeed/runtime/pipe/engine.py@edaa722 (\"ZeRO-2 and ZeRO-3 are "
      "incompatible with pipeline parallelism\")",
@@ -76,13 +84,18 @@ constexpr std::array<FrameworkRule, 7> kDeepSpeedRules = {{
     {"Megatron-DeepSpeed has no expert-parallel communication overlap",
      "deepspeedai/Megatron-DeepSpeed megatron/arguments.py@f4157be (no such argument)",
      [](const Plan& p, const ModelSpec&) { return p.ep_comm_overlap && p.ep > 1; }},
+    {"Megatron-DeepSpeed has no layer-wise activation offloading (only --checkpoint-in-cpu of "
+     "checkpointed activations)",
+     "deepspeedai/Megatron-DeepSpeed megatron/arguments.py@f4157be (no "
+     "--cpu-offloading-num-layers)",
+     [](const Plan& p, const ModelSpec&) { return p.offload_layers > 0; }},
 }};
 
 // torchtitan's FSDP2 with fsdp_reshard_after_forward = "never" keeps gathered parameters
 // (ZeRO-2-like memory); dtplan does not model it.
 // Any layer split (uneven, two-part, the embedding/loss counted as layers) is written as
 // module_fqns_per_model_part (planner/emit/impl/torchtitan.cpp), so none is refused here.
-constexpr std::array<FrameworkRule, 4> kTorchtitanRules = {{
+constexpr std::array<FrameworkRule, 5> kTorchtitanRules = {{
     {"torchtitan needs expert TP of 1 or equal to TP",
      "pytorch/torchtitan torchtitan/config/job_config.py:464@v0.2.2 "
      "(expert_tensor_parallel_degree)",
@@ -101,6 +114,11 @@ constexpr std::array<FrameworkRule, 4> kTorchtitanRules = {{
     {"torchtitan has no switch for overlapping expert-parallel all-to-all with compute",
      "pytorch/torchtitan torchtitan/config/job_config.py:312-480@v0.2.2 ([parallelism])",
      [](const Plan& p, const ModelSpec&) { return p.ep_comm_overlap && p.ep > 1; }},
+    {"torchtitan has no layer-wise activation offloading",
+     "pytorch/torchtitan torchtitan/config/job_config.py@v0.2.2 ([activation_checkpoint] has mode "
+     "and selective_ac_option; training.enable_cpu_offload offloads FSDP parameters, gradients "
+     "and optimizer state, not activations)",
+     [](const Plan& p, const ModelSpec&) { return p.offload_layers > 0; }},
 }};
 
 // dtplan schedule -> torchtitan's pipeline_parallel_schedule. torchtitan at b5bcd76 also has

@@ -70,8 +70,8 @@ bool allowed(const std::vector<int>& pin, int v) {
 // A total order on plans, for deterministic ties.
 auto plan_key(const Plan& p) {
   return std::make_tuple(p.tp, p.pp, p.cp, p.dp, p.ep, p.etp, p.vpp, p.sp, p.zero,
-                         static_cast<int>(p.recompute), p.recompute_layers, p.mbs, p.gbs,
-                         std::cref(p.schedule), p.split_key());
+                         static_cast<int>(p.recompute), p.recompute_layers, p.offload_layers, p.mbs,
+                         p.gbs, std::cref(p.schedule), p.split_key());
 }
 
 bool ranks_before(double objective, const Plan& p, const Candidate& c) {
@@ -89,9 +89,9 @@ struct Layout {
   int tp, pp, cp, dp, ep, etp;
 };
 
-// The plan fields a layout fixes.
-Plan layout_plan(const Layout& L, bool sp) {
-  Plan p;
+// The plan fields a layout fixes, on the search's base plan.
+Plan layout_plan(const Plan& base, const Layout& L, bool sp) {
+  Plan p = base;
   p.tp = L.tp;
   p.pp = L.pp;
   p.cp = L.cp;
@@ -99,6 +99,7 @@ Plan layout_plan(const Layout& L, bool sp) {
   p.ep = L.ep;
   p.etp = L.etp;
   p.sp = sp;
+  p.tp_comm_overlap = base.tp_comm_overlap && sp && L.tp > 1;
   return p;
 }
 
@@ -251,6 +252,12 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
   // stage's own GPU's (the estimate's memory_capacity_bytes), and the parameter-state gate
   // refuses only what no group's GPU could hold.
   const bool hetero = c.heterogeneous();
+  // Activation offloading is enumerated where Megatron-Core's rules apply (the framework that
+  // runs it here) and the hardware has a host link (validate_against_hardware).
+  bool offload_allowed = opt.framework_rules && opt.framework == Framework::kMegatron &&
+                         c.profile.host.pcie_gbps_per_gpu > 0;
+  for (int g = 0; hetero && g < c.groups_used(); ++g)
+    offload_allowed &= c.groups[static_cast<size_t>(g)].profile.host.pcie_gbps_per_gpu > 0;
   int domain = std::max(1, c.profile.node.placement_domain_gpus());
   double largest_gib = c.profile.gpu.memory_gib;
   for (int g = 0; hetero && g < c.groups_used(); ++g) {
@@ -366,14 +373,15 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     // A heterogeneous cluster: every stage inside one device group (depends on pp alone).
     std::string spans;
     if (hetero) {
-      Plan q = layout_plan(L, false);
+      Plan q = layout_plan(opt.base_plan, L, false);
       for (const Violation& v : validate_against_cluster(c, w, q))
         if (v.flag != "--precision") spans = v.reason;
     }
 
-    Plan p = layout_plan(L, sp);
+    Plan p = layout_plan(opt.base_plan, L, sp);
     std::vector<const ScheduleName*> schedules;
-    std::vector<std::pair<Recompute, int>> rcs;
+    // (recomputation, layers recomputed per chunk, layers offloaded per chunk)
+    std::vector<std::tuple<Recompute, int, int>> rcs;
     // What holds for every global batch: framework refusal and parameter-state memory, per
     // (zero, schedule), worked out when a sub-space first passes the cheaper checks.
     struct Gate {
@@ -414,10 +422,15 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
       const int chunk_layers = std::max(1, m.layers / (L.pp * vpp));
       rcs.clear();
       for (Recompute rc : recomputes) {
-        rcs.emplace_back(rc, 0);
+        rcs.emplace_back(rc, 0, 0);
         if (rc == Recompute::kFull && chunk_layers >= 4)
           for (int part : {chunk_layers / 4, chunk_layers / 2, 3 * chunk_layers / 4})
-            if (part > 0 && part < chunk_layers) rcs.emplace_back(rc, part);
+            if (part > 0 && part < chunk_layers) rcs.emplace_back(rc, part, 0);
+        // Activation offloading of a share of the layers instead of recomputing them, where
+        // Megatron-Core runs it: without pipeline parallelism or recomputation.
+        if (rc == Recompute::kNone && L.pp == 1 && offload_allowed && chunk_layers >= 4)
+          for (int part : {chunk_layers / 4, chunk_layers / 2, 3 * chunk_layers / 4})
+            if (part > 0 && part < chunk_layers) rcs.emplace_back(rc, 0, part);
       }
       p.vpp = vpp;
       p.uneven_pp = uneven && vpp == 1 && split_a == 0;
@@ -426,6 +439,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
       p.split_layers = split_a;
       p.recompute = Recompute::kNone;
       p.recompute_layers = 0;
+      p.offload_layers = 0;
       p.gbs = works.front().global_batch;
       p.mbs = 1;
 
@@ -436,7 +450,8 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
       auto gate = [&](size_t zi, size_t s) -> const Gate& {
         Gate& g = gates[zi * schedules.size() + s];
         if (g.state != Gate::kUnknown) return g;
-        if (const char* refusal = framework_refusal(opt.framework, p, m)) {
+        if (const char* refusal =
+                opt.framework_rules ? framework_refusal(opt.framework, p, m) : nullptr) {
           g = {Gate::kFramework, refusal, 0};
           return g;
         }
@@ -489,6 +504,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
       p.mbs = mbs_batches.front().first;
       p.recompute = Recompute::kNone;
       p.recompute_layers = 0;
+      p.offload_layers = 0;
       combos.clear();
       for (size_t zi = 0; zi < zeros.size(); ++zi) {
         p.zero = zeros[zi];
@@ -581,10 +597,11 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
         return behind && wk.dominated_below(fl / per, mem);
       };
 
-      for (auto [rc, rc_layers] : rcs)
+      for (auto [rc, rc_layers, offload] : rcs)
         for (const auto& [mbs, batches] : mbs_batches) {
           p.recompute = rc;
           p.recompute_layers = rc_layers;
+          p.offload_layers = offload;
           p.mbs = mbs;
           // Per (schedule, batch): the step-time floor, computed when needed.
           floors.assign(schedules.size() * batches.size(), -1.0);
@@ -735,7 +752,7 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
   auto promise = [&](const Layout& L) {
     constexpr double kNone = std::numeric_limits<double>::infinity();
     if (L.tp > domain && !opt.allow_cross_node_tp) return kNone;
-    Plan p = layout_plan(L, space.sp.value_or(L.tp > 1) && L.tp > 1);
+    Plan p = layout_plan(opt.base_plan, L, space.sp.value_or(L.tp > 1) && L.tp > 1);
     for (int s = 0; hetero && s < p.pp; ++s)
       if (stage_device_group(c, p, s) < 0) return kNone;
     p.vpp = 1;
@@ -758,7 +775,8 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
     for (size_t s = 0; s < schedule_pool.size() && !found; ++s) {
       const IPipelineSchedule* sch = find_schedule(schedule_pool[s]);
       p.schedule = schedule_pool[s];
-      found = sch && sch->accepts_chunks(p.vpp) && !framework_refusal(opt.framework, p, m);
+      found = sch && sch->accepts_chunks(p.vpp) &&
+              !(opt.framework_rules && framework_refusal(opt.framework, p, m));
     }
     if (!found || !validate_plan(m, n, wl, p).empty() || !validate_schedule(p).empty())
       return kNone;

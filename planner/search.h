@@ -45,6 +45,11 @@ struct SearchOptions {
   int top_k = 10;
   double memory_margin = 0.10;  // keep 10% of HBM free for fragmentation and NCCL growth
   Framework framework = Framework::kMegatron;
+  bool framework_rules = true;  // false: a framework profile of its own trainer (no rules)
+  // The plan fields no search dimension sets (overlaps, ZeRO-3 gathers, gradient precision,
+  // the attention kernel): every candidate starts from it, as a framework profile's defaults
+  // leave it (core/framework_profile.h). TP-communication overlap applies only with SP.
+  Plan base_plan;
   bool allow_cross_node_tp = false;
   int threads = 0;  // 0: hardware concurrency
   int max_mbs = 16;

@@ -7,6 +7,7 @@
 
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/collective_cost.h"
+#include "simulator/cost/dp_cost.h"
 #include "simulator/cost/i_collective_algorithm.h"
 #include "simulator/cost/memory_model.h"
 #include "simulator/cost/reliability.h"
@@ -126,8 +127,10 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
   out.push_back(state_term(p.main_grads_fp32 ? "gradients (fp32 main grads)" : "gradients (16-bit)",
                            p.main_grads_fp32 ? 4.0 : 2.0, 2, m, p, rank,
                            e.memory_peak.grads_bytes));
-  out.push_back(state_term("optimizer state (fp32 master, Adam m and v)", 12.0, 1, m, p, rank,
-                           e.memory_peak.optimizer_bytes));
+  out.push_back(state_term(
+      p.optimizer_state_bytes_per_param == 12 ? "optimizer state (fp32 master, Adam m and v)"
+                                              : "optimizer state (Adam, as the framework keeps it)",
+      p.optimizer_state_bytes_per_param, 1, m, p, rank, e.memory_peak.optimizer_bytes));
   // Activations of that stage (not for partial full recomputation, whose layer mix is long to
   // spell out): memory_model.cpp's terms from its public pieces.
   if (!(p.recompute == Recompute::kFull && p.recompute_layers > 0)) {
@@ -143,7 +146,13 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
     none.recompute = Recompute::kNone;
     const double dense = full ? tokens * 2.0 * h / sp_div : layer_activation_bytes(m, w, p, false);
     const double moe = m.moe && !full ? layer_activation_bytes(m, w, p, true) : dense;
-    const double per_mb = l.dense * dense + l.moe * moe;
+    // Activation offloading: the offloaded layers keep nothing on the GPU but the one whose
+    // copy is in flight (memory_model.cpp, offloaded_layers()).
+    const RankLayers off =
+        p.offload_layers > 0 && !full ? offloaded_layers(p, l) : RankLayers{};
+    const double in_flight_copy = off.total() > 0 ? (off.moe > 0 ? moe : dense) : 0.0;
+    const int kept_dense = l.dense - off.dense, kept_moe = l.moe - off.moe;
+    const double per_mb = kept_dense * dense + kept_moe * moe + in_flight_copy;
     double extra = 0;
     std::string extra_text;
     if (full) {
@@ -152,7 +161,7 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
       extra += one;
       extra_text += fmt::format(" + one layer recomputed in full {}", human_bytes(one));
     }
-    if (rank == 0) {
+    if (rank == 0 && m.hidden_dropout > 0) {
       const double mask = inflight * tokens * h / sp_div;
       extra += mask;
       extra_text += fmt::format(" + embedding dropout masks {}", human_bytes(mask));
@@ -170,11 +179,16 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
                      : "in-flight micro-batches (schedule) x layers x bytes per layer and "
                        "micro-batch (Korthikanti et al. 2022 terms) + stage extras";
     d.value = inflight * per_mb + extra;
+    const std::string offload_text =
+        off.total() > 0 ? fmt::format(" + 1 offloaded layer in flight {} ({} of {} offloaded)",
+                                      human_bytes(in_flight_copy), off.total(), l.total())
+                        : std::string();
     d.substituted =
         l.moe > 0 && !full
-            ? fmt::format("{:g} x ({} dense x {} + {} MoE x {}){}", inflight, l.dense,
-                          human_bytes(dense), l.moe, human_bytes(moe), extra_text)
-            : fmt::format("{:g} x {} x {}{}", inflight, l.total(), human_bytes(dense), extra_text);
+            ? fmt::format("{:g} x ({} dense x {} + {} MoE x {}{}){}", inflight, kept_dense,
+                          human_bytes(dense), kept_moe, human_bytes(moe), offload_text, extra_text)
+            : fmt::format("{:g} x ({} x {}{}){}", inflight, kept_dense + kept_moe,
+                          human_bytes(dense), offload_text, extra_text);
     d.result = human_bytes(d.value);
     d.estimator_value = e.memory_peak.activations_bytes;
     out.push_back(d);
@@ -269,7 +283,7 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
     out.push_back(t);
   } else if (p.zero == 3 && n > 1) {
     const double nn = n;
-    const double gathers = p.recompute == Recompute::kFull ? 2.0 : 1.0;
+    const double gathers = zero3_forward_gathers(p);  // a second for recomputation (per tensor)
     const int mb = std::max(1, p.num_microbatches());
     Derivation d;
     d.quantity = fmt::format("ZeRO-3 traffic per GPU per step (stage {})", e.dp_stage);

@@ -71,10 +71,8 @@ std::string plan_cells(const Plan& p) {
   return fmt::format(
       "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
       "<td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td>",
-      p.tp, p.pp, p.cp, p.ep, p.dp, p.vpp, p.sp ? "on" : "-", p.zero,
-      e(to_string(p.recompute)) +
-          (p.recompute_layers > 0 ? fmt::format(" ({}/chunk)", p.recompute_layers) : ""),
-      p.mbs, p.pp > 1 ? e(p.schedule) : "-");
+      p.tp, p.pp, p.cp, p.ep, p.dp, p.vpp, p.sp ? "on" : "-", p.zero, e(p.recompute_cell()), p.mbs,
+      p.pp > 1 ? e(p.schedule) : "-");
 }
 
 // "TP4 PP8 DP8 VPP3 Z1 sel mbs1": a bar label that fits.

@@ -56,7 +56,7 @@ void source_block(std::string& o, const std::string& json) {
 std::vector<std::string> plan_cells(const Plan& p) {
   return {std::to_string(p.tp),  std::to_string(p.pp),          std::to_string(p.cp),
           std::to_string(p.ep),  std::to_string(p.dp),          std::to_string(p.vpp),
-          p.sp ? "on" : "-",     std::to_string(p.zero),        to_string(p.recompute),
+          p.sp ? "on" : "-",     std::to_string(p.zero),        p.recompute_cell(),
           std::to_string(p.mbs), p.pp > 1 ? c(p.schedule) : "-"};
 }
 

@@ -112,7 +112,9 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
   d.train_tokens = w.train_tokens;
   d.precision = to_string(w.precision);
   d.objective = objective_names()[static_cast<size_t>(opt.objective)];
-  d.framework = framework_names()[static_cast<size_t>(opt.framework)];
+  d.framework = ropt.framework_stack.empty()
+                    ? std::string(framework_names()[static_cast<size_t>(opt.framework)])
+                    : ropt.framework_stack;
   d.title = fmt::format("{} on {} x {}", d.model_display, c.num_gpus, hw.gpu.name);
   d.stats = {result.enumerated, result.evaluated, result.feasible, result.elapsed_s};
   d.source_json = source_json;
@@ -121,7 +123,7 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
   auto banded = [&](const Candidate& cand, Uncertainty* keep) {
     PlanRow row = make_row(m, w, cand);
     const Uncertainty u =
-        uncertainty_of(m, c, w, cand.plan, cand.estimate, framework_name(opt.framework));
+        uncertainty_of(m, c, w, cand.plan, cand.estimate, d.framework);
     row.band = u.band.found;
     row.step_low_s = u.step_low_s;
     row.step_high_s = u.step_high_s;
@@ -147,7 +149,7 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
                 : fmt::format("; too few runs to match {}", fmt::join(u.band.dropped, ", ")));
     }
   }
-  if (!d.top.empty())
+  if (!d.top.empty() && opt.framework_rules)
     for (auto& x : framework_warnings(opt.framework, d.top.front().plan, m))
       d.framework_warnings.push_back({std::move(x.code), std::move(x.message)});
   for (const auto& cand : result.pareto) d.pareto.push_back(banded(cand, nullptr));
@@ -350,8 +352,13 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
       "GiB.",
       d.hbm_gib, 100 * opt.memory_margin, d.memory_budget_gib));
   d.assumptions.push_back(fmt::format(
-      "Plans the {} framework cannot express are rejected; TP {} the NVLink domain of {} GPUs.",
-      d.framework, opt.allow_cross_node_tp ? "may cross" : "stays within", domain));
+      "{}; TP {} the NVLink domain of {} GPUs.",
+      opt.framework_rules
+          ? fmt::format("Plans the {} framework cannot express are rejected", d.framework)
+          : fmt::format("The framework profile's trainer ({}) has no rule set: no plan is "
+                        "rejected for the framework",
+                        d.framework),
+      opt.allow_cross_node_tp ? "may cross" : "stays within", domain));
   d.assumptions.push_back(
       "Step times are the closed-form estimator's (simulator/analytic); the timeline is the "
       "discrete-event simulator's for the same per-stage costs.");

@@ -20,6 +20,10 @@ struct ReportOptions {
   bool alternatives = true;
   bool timeline = true;
   FailureOptions failure;  // how the checkpoints-and-failures section prices them
+  // The stack the plans run on (a framework profile's `stack`, e.g. "other" for llm-foundry;
+  // empty: SearchOptions::framework's rule set), which names the framework and picks the error
+  // bands; SearchOptions::framework_rules says whether the rule set's warnings apply.
+  std::string framework_stack;
 };
 
 ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,

@@ -41,6 +41,9 @@ CLIP_PCT = 20.0
 PARAMS = {
     "gemm_max_fraction": (0.30, 0.98, "frac"),
     "gemm_half_saturation_gflop": (0.01, 100.0, "log"),
+    "gemm_max_fraction_fp8": (0.30, 0.98, "frac"),
+    "gemm_max_fraction_mxfp8": (0.30, 0.98, "frac"),
+    "sustained_compute_fraction": (0.40, 1.0, "frac"),
     "memory_bw_fraction": (0.20, 0.98, "frac"),
     # nccl-tests reach 80-95% of NVLink and InfiniBand line rate at large sizes; below 60%
     # a fit would be absorbing something else (a framework's inefficiency) into the network.
@@ -49,11 +52,19 @@ PARAMS = {
     "host_dispatch_us": (0.5, 500.0, "log"),
     "collective_overhead_us": (0.5, 2000.0, "log"),
 }
-# A framework profile's parameter (--framework NAME): frameworks/NAME.yaml compute.efficiency.
-FRAMEWORK_PARAMS = {"compute_efficiency": (0.30, 1.0, "frac")}
+# A framework profile's parameters (--framework NAME, --framework-params): frameworks/NAME.yaml
+# compute.efficiency and compute.attention_efficiency (default: the first alone).
+FRAMEWORK_PARAMS = {"compute_efficiency": (0.30, 1.0, "frac"),
+                    "attention_efficiency": (0.30, 1.0, "frac")}
+
+
+def base(name):
+    """A hardware parameter may be scoped to some profiles: NAME@PROFILE+PROFILE."""
+    return name.split("@")[0]
 
 
 def bounds(name):
+    name = base(name)
     return PARAMS[name] if name in PARAMS else FRAMEWORK_PARAMS[name]
 
 
@@ -98,17 +109,30 @@ def read_efficiency(path, names=PARAMS):
     return vals
 
 
-def read_framework(path):
-    m = re.search(r"^compute:\n  efficiency: ([0-9.eE+-]+)", open(path).read(), re.M)
+def read_framework(path, name="compute_efficiency"):
+    key = "efficiency" if name == "compute_efficiency" else name
+    m = re.search(r"^compute:\n(?:  .*\n)*?  %s: ([0-9.eE+-]+)" % key, open(path).read(), re.M)
+    if not m and name != "compute_efficiency":
+        return 1.0  # an optional key absent: its default
     if not m:
-        sys.exit(f"{path}: compute.efficiency not found")
+        sys.exit(f"{path}: compute.{key} not found")
     return float(m.group(1))
 
 
-def write_framework(path, v, source):
+def write_framework(path, vals, source):
+    """Writes the compute section's fitted keys (a missing one after `efficiency`) and its
+    source."""
     text = open(path).read()
-    text = re.sub(r"^(compute:\n  efficiency: )[0-9.eE+-]+", lambda m: m.group(1) + f"{v:.4g}", text, flags=re.M)
-    text = re.sub(r'^(compute:\n  efficiency: .*\n  source: ).*$', lambda m: m.group(1) + json.dumps(source), text, flags=re.M)
+    for name, v in vals.items():
+        key = "efficiency" if name == "compute_efficiency" else name
+        pat = r"^(compute:\n(?:  .*\n)*?  %s: )[0-9.eE+-]+" % key
+        if re.search(pat, text, re.M):
+            text = re.sub(pat, lambda m: m.group(1) + f"{v:.4g}", text, count=1, flags=re.M)
+        else:
+            text = re.sub(r"^(compute:\n  efficiency: .*\n)", lambda m: m.group(1) + f"  {key}: {v:.4g}\n",
+                          text, count=1, flags=re.M)
+    text = re.sub(r'^(compute:\n(?:  .*\n)*?  source: ).*$', lambda m: m.group(1) + json.dumps(source), text,
+                  count=1, flags=re.M)
     open(path, "w").write(text)
 
 
@@ -161,13 +185,18 @@ def main():
     ap.add_argument("--cases", required=True)
     ap.add_argument("--profiles", nargs="+", required=True,
                     help="profiles fitted together, on the cases that run on them")
-    ap.add_argument("--params", nargs="*", default=None, choices=list(PARAMS),
-                    help="the hardware parameters fitted (default: all; none with --framework)")
-    ap.add_argument("--framework", help="also fit this framework profile's compute.efficiency")
-    ap.add_argument("--group", default="", help="only the cases whose group starts with this")
+    ap.add_argument("--params", nargs="*", default=None,
+                    help="the hardware parameters fitted (default: all; none with --framework): "
+                    f"{', '.join(PARAMS)}; NAME@PROFILE+PROFILE fits one only on those profiles")
+    ap.add_argument("--framework", help="also fit this framework profile's compute section")
+    ap.add_argument("--framework-params", nargs="+", default=["compute_efficiency"],
+                    choices=list(FRAMEWORK_PARAMS), help="the framework parameters fitted")
+    ap.add_argument("--group", default="", help="only the cases whose group starts with one of these comma-separated prefixes (dtplan accuracy --group)")
     ap.add_argument("--lofo", action="store_true", help="leave-one-family-out cross-validation")
     ap.add_argument("--dtplan", default="build/cli/dtplan")
     ap.add_argument("--iterations", type=int, default=250)
+    ap.add_argument("--restarts", action="store_true",
+                    help="also start from the middle of every parameter's range (best end wins)")
     ap.add_argument("--write", action="store_true", help="write the fitted values into the profiles")
     args = ap.parse_args()
 
@@ -179,11 +208,23 @@ def main():
         shutil.copytree(os.path.join(root, "frameworks"), os.path.join(tmp, "frameworks"))
     paths = [os.path.join(tmp, "hardware_profiles", p + ".yaml") for p in args.profiles]
     hw_names = list(args.params) if args.params is not None else ([] if args.framework else list(PARAMS))
-    names = hw_names + (["compute_efficiency"] if args.framework else [])
+    for n in hw_names:
+        if base(n) not in PARAMS:
+            sys.exit(f"--params: unknown parameter '{base(n)}'; known: {', '.join(PARAMS)}")
+        for prof in (n.split("@")[1].split("+") if "@" in n else []):
+            if prof not in args.profiles:
+                sys.exit(f"--params {n}: {prof} is not among --profiles")
+
+    def targets(n):
+        """The profiles a hardware parameter is fitted on."""
+        return n.split("@")[1].split("+") if "@" in n else list(args.profiles)
+    fw_names = list(args.framework_params) if args.framework else []
+    names = hw_names + fw_names
     fw_path = os.path.join(tmp, "frameworks", (args.framework or "") + ".yaml")
-    start = read_efficiency(paths[0], hw_names)
-    if args.framework:
-        start["compute_efficiency"] = read_framework(fw_path)
+    start = {n: read_efficiency(os.path.join(tmp, "hardware_profiles", targets(n)[0] + ".yaml"),
+                                [base(n)])[base(n)] for n in hw_names}
+    for n in fw_names:
+        start[n] = read_framework(fw_path, n)
     env = dict(os.environ, DTPLAN_DATA_DIR=tmp)
     cache = {}
 
@@ -193,11 +234,12 @@ def main():
         if key in cache:
             return cache[key]
         vals = {n: to_bounded(n, x) for n, x in zip(names, u)}
-        hw_vals = {n: v for n, v in vals.items() if n in PARAMS}
-        for p in paths:
-            write_efficiency(p, hw_vals, "fit in progress")
-        if args.framework:
-            write_framework(fw_path, vals["compute_efficiency"], "fit in progress")
+        for prof, p in zip(args.profiles, paths):
+            mine = {base(n): vals[n] for n in hw_names if prof in targets(n)}
+            if mine:
+                write_efficiency(p, mine, "fit in progress")
+        if fw_names:
+            write_framework(fw_path, {n: vals[n] for n in fw_names}, "fit in progress")
         cmd = [args.dtplan, "accuracy", "--cases", args.cases, "--json", "--profile", *args.profiles]
         if args.group:
             cmd += ["--group", args.group]
@@ -228,7 +270,18 @@ def main():
     x0 = [to_unbounded(n, min(max(start[n], bounds(n)[0] + 0.02 * (bounds(n)[1] - bounds(n)[0])),
                               bounds(n)[1] - 0.02 * (bounds(n)[1] - bounds(n)[0])))
           if bounds(n)[2] == "frac" else to_unbounded(n, start[n]) for n in names]
-    best = nelder_mead(x0, objective, args.iterations, "")
+    # Starts: the profiles' values, and (--restarts) the middle of every parameter's range; the
+    # best end point wins. Nelder-Mead stops in the first valley it finds, and a value that
+    # starts near its bound (a framework's 1.0) can leave the simplex there.
+    mid = [to_unbounded(n, (bounds(n)[0] + bounds(n)[1]) / 2) if bounds(n)[2] == "frac"
+           else to_unbounded(n, math.sqrt(bounds(n)[0] * bounds(n)[1])) for n in names]
+    starts = [x0] + ([mid] if args.restarts else [])
+
+    def fit(obj, label):
+        ends = [nelder_mead(x, obj, args.iterations, f"{label}[start {k}] ") for k, x in enumerate(starts)]
+        return min(ends, key=obj)
+
+    best = fit(objective, "")
     summary = run(best)["summary"]
     obj = objective(best)
     vals = {n: to_bounded(n, x) for n, x in zip(names, best)}
@@ -245,7 +298,7 @@ def main():
                 m, k = family_mape(x0, fam)
                 lofo[fam] = {"mape_pct": m, "cases": k, "fitted_on": "nothing (the only family): starting values"}
                 continue
-            xf = nelder_mead(x0, lambda u: objective(u, fam), args.iterations, f"[without {fam}] ")
+            xf = fit(lambda u, fam=fam: objective(u, fam), f"[without {fam}] ")
             m, k = family_mape(xf, fam)
             lofo[fam] = {"mape_pct": m, "cases": k, "fitted_on": rest,
                          "fitted": {n: float(f"{to_bounded(n, x):.4g}") for n, x in zip(names, xf)}}
@@ -263,16 +316,19 @@ def main():
                   f"MAPE {summary['mape_pct']:.2f}%{lofo_txt}")
         if args.framework:
             write_framework(os.path.join(root, "frameworks", args.framework + ".yaml"),
-                            vals["compute_efficiency"], source)
-        hw_vals = {n: v for n, v in vals.items() if n in PARAMS}
-        for p in (args.profiles if hw_vals else []):
+                            {n: vals[n] for n in fw_names}, source)
+        for p in args.profiles:
+            hw_vals = {base(n): vals[n] for n in hw_names if p in targets(n)}
+            if not hw_vals:
+                continue
             path = os.path.join(root, "hardware_profiles", p + ".yaml")
             prev = re.search(r'\nefficiency:\n(?:.*\n)*?  source: (".*")', open(path).read())
             keep = json.loads(prev.group(1)) if prev else ""
             # The values not fitted keep their stated sources (datasheets, microbenchmarks).
             kept = "; ".join(x for x in keep.split("; ") if not x.startswith(("initial values", "fitted ")))
             write_efficiency(path, hw_vals, source + ("; " + kept if kept else ""))
-        print("wrote", ", ".join(([args.framework] if args.framework else []) + (args.profiles if hw_vals else [])))
+        print("wrote", ", ".join(([args.framework] if args.framework else []) +
+                                 [p for p in args.profiles if any(p in targets(n) for n in hw_names)]))
     shutil.rmtree(tmp)
 
 

@@ -349,6 +349,9 @@ ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan
     a.add("--recompute-method", p.recompute_layers > 0 ? "block" : "uniform");
     a.add("--recompute-num-layers", p.recompute_layers > 0 ? p.recompute_layers : 1);
   }
+  // Megatron-Core's CPU offloading of the first N layers' activations (cpu_offloading is set
+  // from the count: megatron/training/arguments.py:1950-1951 @d98e8a6).
+  if (p.offload_layers > 0) a.add("--cpu-offloading-num-layers", p.offload_layers);
   if (!p.flash_attention) a.add("--attention-backend", "unfused");
   a.add("--micro-batch-size", p.mbs);
   a.add("--global-batch-size", p.gbs > 0 ? p.gbs : w.global_batch);

@@ -82,7 +82,8 @@ const DpStage& dp_stage_of(StageTimes& st, const ModelSpec& m, const Plan& p, in
   };
   EstimatorCache::Impl* ci = st.memo;
   if (!ci || p.zero < 0 || p.zero > 3) return own = compute();
-  const DpKey key{ci->placement_gen, st.pp, p.vpp, layout_key(p), grad_bytes};
+  const DpKey key{ci->placement_gen, st.pp,      p.vpp,
+                  layout_key(p),     grad_bytes, p.zero3_gather_per_tensor};
   if (ci->dp_for != key) {
     ci->dp_for = key;
     for (int z = 0; z < 4; ++z) {
@@ -269,6 +270,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   bool early_any = false, trail_any = false;
   if (detail) {
     detail->dp_s.assign(p.zero == 3 ? 0 : static_cast<size_t>(pp), -1.0);
+    detail->dp_last_share.assign(detail->dp_s.size(), 1.0);
     detail->zero3_fwd_bwd_s.assign(p.zero == 3 ? static_cast<size_t>(pp) : 0,
                                    std::array<double, 2>{-1.0, 0.0});
   }
@@ -284,11 +286,14 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     const double window =
         st.rank_end[static_cast<size_t>(i)] - st.rank_grad_start[static_cast<size_t>(i)];
     const DpCost dc = dp_step_cost(ds, p, layers, mb, f[si], b[si] + wg[si], window, slack);
-    const double early = dc.exposed_s - dc.trailing_exposed_s;
-    const double early_time = dc.time_s - dc.trailing_s;
+    const double early = dc.exposed_s - dc.trailing_exposed_s - dc.gather_exposed_s;
+    const double early_time = dc.time_s - dc.trailing_s - dc.gather_s;
     if (!early_any || early > dp_early.exposed_s ||
         (early == dp_early.exposed_s && early_time > dp_early.time_s)) {
-      dp_early = {early_time, early, dc.bytes - dc.trailing_bytes, 0, 0, 0};
+      dp_early = DpCost{};
+      dp_early.time_s = early_time;
+      dp_early.exposed_s = early;
+      dp_early.bytes = dc.bytes - dc.trailing_bytes - dc.gather_bytes;
       early_rank = i;
       early_any = true;
     }
@@ -308,8 +313,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     const DpStage& ds = dp_stage_of(*src.st[gi], m, p, i, grad_bytes, pricers[gi], own_dp);
     if (i == busiest) busiest_prm = ds.prm;  // the busiest rank is always a distinct one
     if (src.n > 1)
-      group_optimizer_s =
-          std::max(group_optimizer_s, optimizer_step_s(*src.hw[gi], w.precision, p, ds.prm));
+      group_optimizer_s = std::max(group_optimizer_s, optimizer_step_s(*src.hw[gi], w, p, ds.prm));
     const double slack = pipe.total_s - st.rank_end[si];
     const DpCost dc = consider(i, i, ds, slack);
     const int run_end = (k + 1 < st.n_distinct ? st.distinct[static_cast<size_t>(k) + 1] : pp) - 1;
@@ -319,19 +323,23 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     if (least != i) consider(least, i, ds, pipe.total_s - st.rank_end[static_cast<size_t>(least)]);
     if (detail) {
       if (p.zero == 3) {
-        const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;
+        const double gathers_f = zero3_forward_gathers(p);
         const int layers = std::max(1, stage_layers[si].total());
         detail->zero3_fwd_bwd_s[si] = {layers * gathers_f * ds.layer_gather_s,
                                        layers * (ds.layer_gather_s + ds.layer_reduce_s)};
       } else {
         detail->dp_s[si] = dc.trailing_s;
+        detail->dp_last_share[si] = ds.bucket_share;
       }
     }
   }
   if (detail) {
     // Ranks the loop skipped hold the same parameters as the rank before them.
     for (size_t i = 1; i < detail->dp_s.size(); ++i)
-      if (detail->dp_s[i] < 0) detail->dp_s[i] = detail->dp_s[i - 1];
+      if (detail->dp_s[i] < 0) {
+        detail->dp_s[i] = detail->dp_s[i - 1];
+        detail->dp_last_share[i] = detail->dp_last_share[i - 1];
+      }
     for (size_t i = 1; i < detail->zero3_fwd_bwd_s.size(); ++i)
       if (detail->zero3_fwd_bwd_s[i][0] < 0)
         detail->zero3_fwd_bwd_s[i] = detail->zero3_fwd_bwd_s[i - 1];
@@ -352,6 +360,11 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   const int dp_dim = static_cast<int>(CommDim::kDP);
   comm.charge(dp_dim, dp_early.time_s, dp_early.exposed_s, dp_early.bytes);
   comm.charge(dp_dim, dp_trail.trailing_s, dp_trail.trailing_exposed_s, dp_trail.trailing_bytes);
+  // The parameter all-gather after the optimizer (ZeRO 1-2), the trailing rank's, so that the
+  // data-parallel traffic charged is one rank's (reports/derivations.cpp rebuilds it). The
+  // first stage's gather delays the next step most (later stages' hide partly in the pipeline
+  // fill, which this does not model); with even stages the ranks' gathers are alike.
+  comm.charge(dp_dim, dp_trail.gather_s, dp_trail.gather_exposed_s, dp_trail.gather_bytes);
   if (pp > 1 && m.tied_embeddings && loss_rank(p) != 0) {  // a V keeps both on rank 0
     GroupPlacement g;
     g.size = 2;
@@ -369,7 +382,7 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   }
   const double exposed_dp = comm[dp_dim].exposed_s;
 
-  e.optimizer_s = src.n > 1 ? group_optimizer_s : optimizer_step_s(hw, w.precision, p, busiest_prm);
+  e.optimizer_s = src.n > 1 ? group_optimizer_s : optimizer_step_s(hw, w, p, busiest_prm);
 
   // Breakdown of the busiest rank's time.
   e.busiest_stage = busiest;

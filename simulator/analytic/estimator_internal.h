@@ -121,6 +121,7 @@ struct StageKey {
   int split;  // Plan::split_key
   Recompute recompute;
   int recompute_layers;
+  int offload_layers;
   bool operator==(const StageKey&) const = default;
 };
 
@@ -131,6 +132,7 @@ struct DpKey {
   int pp, vpp;
   int split;  // Plan::split_key
   double grad_bytes;
+  bool per_tensor;  // Plan::zero3_gather_per_tensor
   bool operator==(const DpKey&) const = default;
 };
 
@@ -138,11 +140,12 @@ struct DpKey {
 struct MemoryKey {
   const LayerCostSet* costs;
   const IPipelineSchedule* schedule;
-  int tp, pp, cp, dp, ep, etp, vpp, zero, recompute_layers, mbs, mb;
+  int tp, pp, cp, dp, ep, etp, vpp, zero, recompute_layers, offload_layers, mbs, mb;
   Recompute recompute;
   bool sp;
   int split;  // Plan::split_key
   bool main_grads_fp32;
+  double optimizer_state_bytes;
   bool operator==(const MemoryKey&) const = default;
 };
 
@@ -159,12 +162,14 @@ inline MemoryKey memory_key(const LayerCostSet* costs, const IPipelineSchedule* 
           p.vpp,
           p.zero,
           p.recompute_layers,
+          p.offload_layers,
           p.mbs,
           mb,
           p.recompute,
           p.sp,
           layout_key(p),
-          p.main_grads_fp32};
+          p.main_grads_fp32,
+          p.optimizer_state_bytes_per_param};
 }
 
 // A collective priced for one group shape; plans of one search repeat them constantly.
@@ -198,6 +203,7 @@ struct EstimatorCache::Impl {
   // global batches keeps its layer costs).
   int64_t seq_len = -1;
   Precision precision = Precision::kBf16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // FP8 GEMM efficiency and quantization ops
   std::unordered_map<LayerKey, LayerCostSet, LayerKeyHash> layers;
   std::unordered_map<CollectiveKey, double, CollectiveKeyHash> collectives;
   ParamCounts counts;
@@ -289,6 +295,7 @@ struct EstimatorCache::Impl {
     cluster = &c;
     seq_len = w.seq_len;
     precision = w.precision;
+    fp8_recipe = w.fp8_recipe;
     last_key = nullptr;
     last_costs = nullptr;
     placed = false;

@@ -18,7 +18,7 @@ StageTimes& prepare(void* local, const ModelSpec& m, const Cluster& c, const Wor
                     const Plan& p, EstimatorCache::Impl* ci, bool placement) {
   if (ci) {
     if (ci->model != &m || ci->cluster != &c || ci->seq_len != w.seq_len ||
-        ci->precision != w.precision)
+        ci->precision != w.precision || ci->fp8_recipe != w.fp8_recipe)
       ci->reset(m, c, w);
     StageTimes& st = *ci->stages;
     st.memo = ci;
@@ -176,6 +176,22 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
     add(moe, l.moe, rl.moe, comp, rec, ovh);
     if (i == 0) add(emb, 1, emb_r, comp, rec, ovh);
     if (i == head_rank) add(head, 1, head_r, comp, rec, ovh);
+    // Activation offloading: the offloaded layers' activations go to the host during the
+    // forward and come back during the backward over the host link, on a copy stream of their
+    // own; what a pass's compute does not cover, the pass waits for (framework overhead).
+    if (p.offload_layers > 0 && p.recompute != Recompute::kFull) {
+      const RankLayers off = offloaded_layers(p, l);
+      const double bytes =
+          off.dense * st.costs->activations.dense + off.moe * st.costs->activations.moe;
+      const double link = hw.host.pcie_gbps_per_gpu * 1e9;
+      if (bytes > 0 && link > 0) {
+        const double t = bytes / link;
+        const double wait_f = std::max(0.0, t - f[i]), wait_b = std::max(0.0, t - b[i]);
+        f[i] += wait_f;
+        b[i] += wait_b;
+        ovh += wait_f + wait_b;
+      }
+    }
     if (pp > 1) {
       const double hops = pipeline_exchanges_per_pass(i, pp, p.vpp);
       f[i] += hops * t_p2p;
@@ -217,8 +233,8 @@ void run_stages(StageTimes& st, const HardwareProfile& hw, const Plan& p, StepCo
   }
   // With `detail` the loop runs anyway (the cached times do not include it); its times are
   // the same, so the key stays valid.
-  const StageKey key{st.costs,    st.memo->placement_gen, st.pp, p.vpp, layout_key(p),
-                     p.recompute, p.recompute_layers};
+  const StageKey key{st.costs,    st.memo->placement_gen, st.pp,           p.vpp, layout_key(p),
+                     p.recompute, p.recompute_layers,     p.offload_layers};
   if (st.memo->stage_key == key && !detail) return;
   stage_loop(st, hw, p, detail);
   st.memo->stage_key = key;

@@ -31,10 +31,15 @@ double ComputeCostModel::gemm_efficiency(int64_t m, int64_t n, int64_t k, int co
   const double gflop =
       2.0 * static_cast<double>(m) * n * k * (grouped ? 1 : std::max(1, count)) / 1e9;
   const bool fp8 = precision == Precision::kFp8;
-  const double sat =
-      gflop / (gflop + (fp8 ? e.gemm_half_saturation_gflop_fp8 : e.gemm_half_saturation_gflop));
-  const double top = fp8 ? e.gemm_max_fraction_fp8 : e.gemm_max_fraction;
-  return std::max(1e-3, top * tile_q * wave_q * sat);
+  const bool mx = fp8 && fp8_recipe == Fp8Recipe::kMxfp8;
+  const double half = mx    ? e.gemm_half_saturation_gflop_mxfp8
+                      : fp8 ? e.gemm_half_saturation_gflop_fp8
+                            : e.gemm_half_saturation_gflop;
+  const double sat = gflop / (gflop + half);
+  const double top = mx    ? e.gemm_max_fraction_mxfp8
+                     : fp8 ? e.gemm_max_fraction_fp8
+                           : e.gemm_max_fraction;
+  return std::max(1e-3, top * e.sustained_compute_fraction * tile_q * wave_q * sat);
 }
 
 double ComputeCostModel::gemm_s(int64_t m, int64_t n, int64_t k, int count, bool grouped) const {
@@ -48,7 +53,8 @@ double ComputeCostModel::gemm_s(int64_t m, int64_t n, int64_t k, int count, bool
     auto close = [](int64_t a, int64_t b) { return std::abs(a - b) <= std::max(a, b) / 10; };
     if (close(g.m, m) && close(g.n, n) && close(g.k, k)) {
       if (auto* cov = active_coverage()) cov->note_gemm(*hw, precision, m, n, k, true);
-      return count * flops / (g.tflops * 1e12);
+      // A measured kernel rate, derated as the curve is for sustained training.
+      return count * flops / (g.tflops * 1e12 * hw->efficiency.sustained_compute_fraction);
     }
   }
   if (auto* cov = active_coverage()) cov->note_gemm(*hw, precision, m, n, k, false);
@@ -84,7 +90,7 @@ double ComputeCostModel::attention_efficiency(int64_t seq, int head_dim, bool ba
   // A profile without a kernel curve (s_half 0) keeps the GEMM asymptote at every width.
   const bool curve = e.attention_fwd_half_seq > 0 || e.attention_bwd_half_seq > 0;
   const double width = !curve ? 1.0 : x < 0 ? 1.0 + 0.23 * x : 1.0 + 0.17 * x;
-  return std::clamp(top * s / (s + half) * width, 1e-3, 0.98);
+  return std::clamp(top * e.sustained_compute_fraction * s / (s + half) * width, 1e-3, 0.98);
 }
 
 double ComputeCostModel::attention_s(double flops, double bytes, int64_t seq, int head_dim,

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "core/hardware.h"
+#include "core/plan.h"
 #include "simulator/workload/op.h"
 
 namespace dtplan {
@@ -18,6 +19,8 @@ namespace dtplan {
 struct ComputeCostModel {
   const HardwareProfile* hw = nullptr;
   Precision precision = Precision::kBf16;
+  // With FP8: MXFP8 GEMMs take the profile's MXFP8 asymptote and half-saturation size.
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
 
   // GPU time of one op (no host dispatch cost).
   // `count` copies in one launch: batched (one size saturation over all copies) or grouped

@@ -8,6 +8,12 @@
 
 namespace dtplan {
 
+double default_bucket_params(int dp_size) { return std::max(40e6, 1e6 * dp_size); }
+
+double zero3_forward_gathers(const Plan& p) {
+  return p.recompute == Recompute::kFull && p.zero3_gather_per_tensor ? 2.0 : 1.0;
+}
+
 DpStage dp_stage(const ModelSpec& m, const ParamCounts& counts, const Plan& p, int rank,
                  const RankLayers& layers, const Placements& groups, double grad_bytes,
                  const CollectivePrice& price) {
@@ -28,12 +34,15 @@ DpStage dp_stage(const ModelSpec& m, const ParamCounts& counts, const Plan& p, i
   };
   reduce(ds.prm.dense, groups.dp);
   reduce(ds.prm.expert, groups.edp);
+  if (ds.prm.total() > 0)
+    ds.bucket_share = std::min(1.0, default_bucket_params(groups.dp.size) / ds.prm.total());
   if (p.zero == 3 && groups.dp.size > 1) {
-    // Every parameter tensor of a layer is its own collective (DeepSpeed stage 3 / FSDP2).
+    // One collective per layer (FSDP's flat or foreach buffers, Megatron-FSDP's buckets), or
+    // one per parameter tensor (DeepSpeed stage 3 of 2021).
     const GroupPlacement& g = groups.dp;
     const double n = g.size;
     const double layer_params = ds.prm.total() / std::max(1, layers.total());
-    const int tensors = param_tensors_per_layer(m);
+    const int tensors = p.zero3_gather_per_tensor ? param_tensors_per_layer(m) : 1;
     auto per_layer = [&](CollectiveOp op, double bytes_per_param) {
       return tensors * price(op, layer_params / tensors * bytes_per_param, g);
     };
@@ -48,9 +57,9 @@ DpStage dp_stage(const ModelSpec& m, const ParamCounts& counts, const Plan& p, i
 namespace {
 
 // The reduction that trails the last backward (ZeRO 0-2): bucketed, it runs with that
-// backward and its last bucket, about a tenth of the traffic, always trails it.
-double trailing_exposed_s(double t, double bw_s, bool bucketed) {
-  return bucketed ? std::max(0.1 * t, t - bw_s) : t;
+// backward and its last bucket (`share` of the traffic) always trails it.
+double trailing_exposed_s(double t, double bw_s, bool bucketed, double share) {
+  return bucketed ? std::max(share * t, t - bw_s) : t;
 }
 
 }  // namespace
@@ -62,7 +71,7 @@ DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatche
   if (p.zero == 3) {
     if (s.layer_gather_s <= 0 && s.layer_reduce_s <= 0) return c;
     const double l = std::max(1, layers);
-    const double gathers_f = p.recompute == Recompute::kFull ? 2.0 : 1.0;  // and recomputed
+    const double gathers_f = zero3_forward_gathers(p);
     const double t_ag = s.layer_gather_s, t_rs = s.layer_reduce_s;
     const double per_layer_f = f_s / l, per_layer_bw = bw_s / l;
     // Forward gathers (l x gathers_f per micro-batch): each behind the previous layer's
@@ -73,26 +82,33 @@ DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatche
         (l * gathers_f - 1) * fwd_hidden + t_ag + l * std::max(0.0, t_ag + t_rs - per_layer_bw);
     c.time_s = mb * l * ((gathers_f + 1) * t_ag + t_rs);
     c.bytes = mb * l * ((gathers_f + 1) * s.layer_gather_bytes + s.layer_reduce_bytes);
-    c.exposed_s = std::max(0.0, std::min(c.time_s, mb * exposed_mb) - slack_s);
-  } else if (p.zero == 2) {
-    // A reduce-scatter per micro-batch; each but the last hides behind the next micro-batch.
-    c.time_s = mb * s.reduce_s + s.gather_s;
-    c.bytes = mb * s.reduce_bytes + s.gather_bytes;
-    c.trailing_s = s.reduce_s + s.gather_s;
-    c.trailing_bytes = s.reduce_bytes + s.gather_bytes;
+    // Without prefetching every gather and reduce-scatter waits on the critical path.
+    c.exposed_s =
+        std::max(0.0, std::min(c.time_s, p.zero3_prefetch ? mb * exposed_mb : c.time_s) - slack_s);
+  } else {
+    // ZeRO-2 reduce-scatters every micro-batch's gradients, each but the last behind the next
+    // micro-batch; ZeRO 0-1 reduce once. The last reduction trails the last backward (its
+    // window, and the slack before the step's last task, hide part of it when bucketed). The
+    // updated parameters' all-gather (ZeRO 1-2) follows the optimizer step: exposed whole, or,
+    // with overlap_param_gather, launched bucket by bucket ahead of the next step's first
+    // forward, which hides all but the first bucket (bucket_share) where the forward is long
+    // enough (Megatron-Core param_and_grad_buffer.py: a forward pre-hook waits for its bucket
+    // and launches the next, d98e8a6).
+    const double reductions = p.zero == 2 ? mb : 1.0;
+    c.time_s = reductions * s.reduce_s + s.gather_s;
+    c.bytes = reductions * s.reduce_bytes + s.gather_bytes;
+    c.trailing_s = s.reduce_s;
+    c.trailing_bytes = s.reduce_bytes;
     c.trailing_exposed_s =
-        std::max(0.0, trailing_exposed_s(c.trailing_s, window_s, p.overlap_grad_reduce) - slack_s);
+        std::max(0.0, trailing_exposed_s(s.reduce_s, window_s, p.overlap_grad_reduce, s.bucket_share) -
+                      slack_s);
+    c.gather_s = s.gather_s;
+    c.gather_bytes = s.gather_bytes;
+    c.gather_exposed_s =
+        p.overlap_param_gather ? std::max(s.bucket_share * s.gather_s, s.gather_s - f_s) : s.gather_s;
     const double earlier =
         p.overlap_grad_reduce ? std::max(0.0, s.reduce_s - (f_s + bw_s)) : s.reduce_s;
-    c.exposed_s = (mb - 1) * earlier + c.trailing_exposed_s;
-  } else {
-    c.time_s = s.reduce_s + s.gather_s;
-    c.bytes = s.reduce_bytes + s.gather_bytes;
-    c.trailing_s = c.time_s;
-    c.trailing_bytes = c.bytes;
-    // Stage i's last backward ends i backward slots before the first stage's.
-    c.exposed_s = c.trailing_exposed_s =
-        std::max(0.0, trailing_exposed_s(c.time_s, window_s, p.overlap_grad_reduce) - slack_s);
+    c.exposed_s = (reductions - 1) * earlier + c.trailing_exposed_s + c.gather_exposed_s;
   }
   return c;
 }

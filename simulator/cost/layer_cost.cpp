@@ -171,11 +171,57 @@ LayerCost cost_ops(const List& ops, const HardwareProfile& hw, const ComputeCost
 
 }  // namespace
 
+std::vector<OpCostRow> op_cost_rows(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                    const Plan& p) {
+  const HardwareProfile& hw = c.profile;
+  OpProgram prog;
+  build_op_program(m, w, p, c, prog);
+  ComputeCostModel cm{&hw, w.precision, w.fp8_recipe};
+  std::vector<OpCostRow> rows;
+  auto add = [&](const char* layer, const auto& ops) {
+    for (const Op& o : ops) {
+      OpCostRow r;
+      r.layer = layer;
+      r.op = o;
+      r.host_s = cm.host_s(o);
+      r.recomputed =
+          o.pass == Pass::kForward && (p.recompute == Recompute::kFull ||
+                                       (p.recompute == Recompute::kSelective && o.selective));
+      if (o.kind == OpKind::kCollective) {
+        const CollectiveCost cc = collective_cost(hw, o.collective, o.bytes, o.group);
+        r.time_s = cc.time_s;
+        r.algorithm = cc.algorithm;
+      } else {
+        r.time_s = cm.op_s(o);
+      }
+      if (o.kind == OpKind::kGemm) {
+        r.flops = o.gemm_flops();
+        const Precision prec =
+            o.high_precision && w.precision == Precision::kFp8 ? Precision::kBf16 : w.precision;
+        double peak = hw.gpu.peak_flops(prec);
+        if (peak <= 0) peak = hw.gpu.peak_flops(Precision::kBf16);
+        r.efficiency = r.time_s > 0 ? r.flops / (peak * r.time_s) : 0;
+      } else if (o.kind == OpKind::kAttention) {
+        r.flops = o.flops;
+        const double peak =
+            hw.gpu.peak_flops(w.precision == Precision::kFp8 ? Precision::kBf16 : w.precision);
+        r.efficiency = r.time_s > 0 ? r.flops / (peak * r.time_s) : 0;
+      }
+      rows.push_back(r);
+    }
+  };
+  add("embedding", prog.embedding);
+  add("dense", prog.dense_layer);
+  if (m.moe) add("moe", prog.moe_layer);
+  add("head", prog.head);
+  return rows;
+}
+
 LayerCostSet layer_costs(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p) {
   const HardwareProfile& hw = c.profile;
   OpProgram prog;
   build_op_program(m, w, p, c, prog);
-  ComputeCostModel cm{&hw, w.precision};
+  ComputeCostModel cm{&hw, w.precision, w.fp8_recipe};
   LayerCostSet s;
   s.dense = cost_ops(prog.dense_layer, hw, cm, p);
   if (m.moe) s.moe = cost_ops(prog.moe_layer, hw, cm, p);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <vector>
 
 #include "core/estimate.h"
 #include "core/hardware.h"
@@ -45,5 +46,21 @@ double sent_bytes(const Op& o);
 
 // Parameter tensors of one layer as frameworks hold them (what ZeRO-3 gathers one by one).
 int param_tensors_per_layer(const ModelSpec& m);
+
+// One op of the op program with what it costs on one GPU for one micro-batch: the rows behind
+// a LayerCost (`dtplan estimate --ops`). `time_s` is GPU time (a collective's whole time, its
+// exposed part is decided per pass in LayerCost); `efficiency` is the share of the peak a GEMM
+// or fused attention reaches (0 for other ops); `host_s` is the framework's launch time.
+struct OpCostRow {
+  const char* layer = "";  // "dense", "moe", "embedding", "head"
+  Op op;
+  double time_s = 0, host_s = 0, efficiency = 0;
+  double flops = 0;            // GEMM or attention FLOPs of the op (all copies)
+  const char* algorithm = "";  // a collective's algorithm
+  bool recomputed = false;     // re-run before the backward under the plan's recomputation
+};
+// Not for the hot path: allocates.
+std::vector<OpCostRow> op_cost_rows(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                    const Plan& p);
 
 }  // namespace dtplan

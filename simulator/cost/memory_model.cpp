@@ -28,6 +28,11 @@ double fp8_weight_copy_bytes_per_param(Fp8Recipe r) {
   return 2.0;
 }
 
+double linear_input_bytes_per_element(const Workload& w) {
+  if (w.precision != Precision::kFp8) return 2.0;
+  return w.fp8_recipe == Fp8Recipe::kMxfp8 ? 1.0 + 1.0 / 32.0 : 1.0;
+}
+
 double fp8_meta_bytes_per_gemm(const Workload& w) {
   // Transformer Engine keeps per FP8 GEMM 3 forward tensors (input, weight, output) and 2
   // backward ones (gradient in and out), each with a fp32 scale and scale_inv and, under
@@ -85,6 +90,7 @@ ParamsOnRank params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan
   const int lr = loss_rank(p);
   if (rank == lr && (!m.tied_embeddings || lr != 0)) out.dense += emb;
   if (rank == lr) out.dense += static_cast<double>(m.hidden);  // final norm
+  out.linear = linear_params_on_rank(m, c, p, l);
   return out;
 }
 
@@ -102,24 +108,36 @@ double layer_activation_bytes(const ModelSpec& m, const Workload& w, const Plan&
   if (p.recompute == Recompute::kFull && p.recompute_layers == 0)
     return tokens * 2.0 * h / sp_div;  // only the layer input is kept
 
-  // Per token, 16-bit activations and 1-byte dropout masks (Korthikanti 2022 Table 2 terms).
+  // Per token, 16-bit activations and 1-byte dropout masks (Korthikanti 2022 Table 2 terms). A
+  // mask exists only where its dropout does (Llama-family models train without: torch's
+  // dropout returns its input for p = 0 and keeps no mask). Under FP8 training, Transformer
+  // Engine's linear layers keep their input for the weight-gradient GEMM as the quantized copy
+  // (1 byte, plus MXFP8's one scale byte per 32 elements) instead of the 16-bit tensor
+  // (TE transformer_engine/pytorch/module/linear.py and layernorm_linear.py save the quantized
+  // input; docs/performance-model.md §4).
   double per_token = 0;
+  const double lin_in = linear_input_bytes_per_element(w);
+  const double hid_mask = m.hidden_dropout > 0 ? 1.0 : 0.0;
   // Attention: norm input, QKV input, Q K V, projection input, dropout mask.
-  per_token += 2 * h / sp_div + 2 * h / sp_div + 2 * (q_local + kv_local + v_local) +
-               2 * heads_local * (m.mla ? m.mla->v_head_dim : m.head_dim) + h / sp_div;
+  per_token += 2 * h / sp_div + lin_in * h / sp_div + 2 * (q_local + kv_local + v_local) +
+               lin_in * heads_local * (m.mla ? m.mla->v_head_dim : m.head_dim) +
+               hid_mask * h / sp_div;
   if (!p.flash_attention && p.recompute != Recompute::kSelective) {
-    // Softmax output (2), dropout mask (1), dropout output (2) over s keys per head: 5 a s / t.
-    per_token += 5.0 * heads_local * static_cast<double>(w.seq_len);
+    // Softmax output (2) and, with attention dropout, its mask (1) and output (2), over s keys
+    // per head: 5 a s / t (Korthikanti's term), 2 a s / t without dropout.
+    per_token +=
+        (m.attention_dropout > 0 ? 5.0 : 2.0) * heads_local * static_cast<double>(w.seq_len);
   } else if (p.flash_attention) {
     per_token += 4.0 * heads_local;  // log-sum-exp statistics
   }
   const int gate = m.ffn_matrices() - 1;  // 1 (gelu) or 2 (swiglu) fc1 outputs
+  // fc1 input, fc1 output(s) kept for the activation's backward, fc2 input.
   auto mlp = [&](double width_local, double pairs) {
-    return pairs * (2 * h + 2 * gate * width_local + 2 * width_local);
+    return pairs * (lin_in * h + 2 * gate * width_local + lin_in * width_local);
   };
-  per_token += 2 * h / sp_div + h / sp_div;  // post-attention norm input, dropout mask
+  per_token += 2 * h / sp_div + hid_mask * h / sp_div;  // post-attention norm input, mask
   if (!moe) {
-    per_token += mlp(static_cast<double>(m.ffn_hidden) / t, 1.0) - 2 * h + 2 * h / sp_div;
+    per_token += mlp(static_cast<double>(m.ffn_hidden) / t, 1.0) - lin_in * h + lin_in * h / sp_div;
   } else {
     const MoeSpec& e = *m.moe;
     const double pairs = static_cast<double>(e.topk) * p.etp / t;
@@ -169,7 +187,7 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
   const int copies = schedule.parameter_copies();
   s.weights_bytes = copies * shard(2.0, 3);
   s.grads_bytes = copies * shard(grad_bytes_per_param(p, w.precision), 2);
-  s.optimizer_bytes = copies * shard(12.0, 1);
+  s.optimizer_bytes = copies * shard(p.optimizer_state_bytes_per_param, 1);
   // FP8 training (Transformer Engine) keeps, beside each 16-bit linear weight, its FP8 copy and
   // the copy's transpose for the backward's data-gradient GEMM (Hopper's FP8 GEMMs take only
   // the TN layout), cached across the micro-batches of a step: 2 bytes per linear parameter.
@@ -186,6 +204,13 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
   const double dense_act = act.dense;
   const double moe_act = act.moe;
   double per_mb = l.dense * dense_act + l.moe * moe_act;
+  // Activation offloading: the offloaded layers (the first of each chunk, dense ones first) keep
+  // nothing on the GPU but the one whose copy is in flight (offloaded_layers()).
+  if (p.offload_layers > 0 && p.recompute != Recompute::kFull) {
+    const RankLayers off = offloaded_layers(p, l);
+    per_mb -= off.dense * dense_act + off.moe * moe_act;
+    if (off.total() > 0) per_mb += off.moe > 0 ? moe_act : dense_act;
+  }
   const double tokens = static_cast<double>(p.mbs) * w.seq_len / p.cp;
   const double sp_div = p.sp ? p.tp : 1;
   if (p.recompute == Recompute::kFull) {
@@ -204,7 +229,7 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
     s.activations_bytes += std::max(full_dense, full_moe);
   }
   s.activations_bytes += inflight * per_mb;
-  if (rank == 0)
+  if (rank == 0 && m.hidden_dropout > 0)
     s.activations_bytes += inflight * tokens * m.hidden / sp_div;  // embedding dropout mask
   if (rank == loss_rank(p)) {
     // Logits (16-bit) and fp32 cross-entropy scratch for the micro-batch being processed.

@@ -44,10 +44,14 @@ double linear_params_on_rank(const ModelSpec& m, const ParamCounts& c, const Pla
 double fp8_weight_copy_bytes_per_param(Fp8Recipe r);
 double fp8_gemms_on_rank(const ModelSpec& m, const Plan& p, const RankLayers& l);
 double fp8_meta_bytes_per_gemm(const Workload& w);
+// Bytes per element of a linear layer's input as kept for its weight gradient: 2 (16-bit), or
+// the quantized copy under FP8 training (1, MXFP8 1 + 1/32).
+double linear_input_bytes_per_element(const Workload& w);
 
 struct ParamsOnRank {
   double dense = 0;   // sharded over the data-parallel group (dp x cp)
   double expert = 0;  // sharded over the expert-data-parallel group
+  double linear = 0;  // of dense + expert, those in linear layers (what FP8 training quantizes)
   double total() const { return dense + expert; }
 };
 

@@ -259,7 +259,7 @@ class Sim final : public Handler {
     if (in_.jitter_sigma > 0) dur *= jitter(s, next_[su]);
     if (in_.dp_overlap && next_[su] == last_b_[su] && dp_phase_[su] == 0 && dp_seconds(s) > 0) {
       dp_phase_[su] = 1;  // buckets reduce while the last backward produces gradients
-      start_dp(s, 0.9 * dp_seconds(s), 1);
+      start_dp(s, (1 - dp_last_share(s)) * dp_seconds(s), 1);
     }
     busy_[su] = true;
     if (t.pass == kF || t.pass == kFB) peak_live_[su] = std::max(peak_live_[su], ++live_[su]);
@@ -364,7 +364,7 @@ class Sim final : public Handler {
           start_dp(s, dp_seconds(s), 2);
         } else if (dp_phase_[su] == 2) {
           dp_phase_[su] = 3;
-          start_dp(s, 0.1 * dp_seconds(s), 2);
+          start_dp(s, dp_last_share(s) * dp_seconds(s), 2);
         }
       }
     }
@@ -432,6 +432,13 @@ class Sim final : public Handler {
     }
   }
 
+  // A bucketed reduction's last bucket, as a share of dp_seconds (1 where the caller gave no
+  // shares: one bucket, all of it trails).
+  double dp_last_share(int s) const {
+    return in_.dp_last_share.size() == in_.dp_s.size() && !in_.dp_s.empty()
+               ? in_.dp_last_share[static_cast<size_t>(s % in_.p)]
+               : 1.0;
+  }
   double dp_seconds(int s) const {
     return static_cast<int>(in_.dp_s.size()) == in_.p ? in_.dp_s[static_cast<size_t>(s % in_.p)]
                                                       : 0.0;
@@ -471,7 +478,7 @@ class Sim final : public Handler {
       dp_phase_[su] = 2;
       if (compute_done_[su]) {
         dp_phase_[su] = 3;
-        start_dp(s, 0.1 * dp_seconds(s), 2);
+        start_dp(s, dp_last_share(s) * dp_seconds(s), 2);
       }
       return;
     }

@@ -67,7 +67,9 @@ struct PipelineSimInput {
   std::vector<int> gpu;               // per rank: the GPU (global rank) it runs on
   std::vector<double> dp_s;           // per rank: gradient collectives alone (0: none)
   std::vector<int> dp_pred, dp_succ;  // per rank: its ring neighbours' GPUs in the DP group
-  bool dp_overlap = false;            // bucketed: starts with the last backward, 10% trails it
+  bool dp_overlap = false;            // bucketed: starts with the last backward, its last bucket
+                                      // trails it
+  std::vector<double> dp_last_share;  // per rank: the last bucket's share of dp_s (empty: 1)
   double sm_slowdown = 0;             // compute slowdown while the rank's DP traffic runs
   // Optional, for the trace: per rank, the exposed TP, CP and EP communication inside one
   // micro-batch's tasks (seconds, all chunks and passes); shown on their own streams.

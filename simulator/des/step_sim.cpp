@@ -127,7 +127,10 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
     in.dp_pred.push_back(pred);
   }
   const bool dp_simulated = static_cast<int>(d.dp_s.size()) == in.p;
-  if (dp_simulated) in.dp_s = d.dp_s;
+  if (dp_simulated) {
+    in.dp_s = d.dp_s;
+    in.dp_last_share = d.dp_last_share;
+  }
   in.dp_overlap = p.overlap_grad_reduce;
   in.comm_s = d.exposed_tp_cp_ep;
   in.zero3_s = d.zero3_fwd_bwd_s;

@@ -54,6 +54,9 @@ struct StepCosts {
   // charged it on the rank the step waits for. ZeRO-2's earlier reductions stay closed form.
   std::vector<double> dp_s;
   double dp_exposed_s = 0;
+  // Per stage, beside dp_s: the share of that reduction in its last bucket, which trails the
+  // last backward when the reduction is bucketed (DpStage::bucket_share).
+  std::vector<double> dp_last_share;
   // Per stage, ZeRO-3 only: one micro-batch's parameter gathers in the forward passes, and
   // gathers plus gradient reduce-scatters in the backward, alone (the closed form charges
   // their exposed part; the simulator draws them beside the compute they overlap).

@@ -38,12 +38,17 @@ ModelSpec case_model(YamlMap& y, int64_t seq_len) {
   m.vocab = y.get_int("vocab");
   m.tied_embeddings = y.get_bool("tied_embeddings");
   m.max_seq = seq_len;
-  // The case format has no norm/bias/position fields: GELU models are GPT-style (LayerNorm,
-  // biases, learned positions), gated ones Llama-style. They change parameter counts by <0.1%.
+  // The case format has no norm/bias/position/dropout fields: GELU models are GPT-style
+  // (LayerNorm, biases, learned positions, Megatron's default dropout 0.1: transformer_config.py
+  // hidden_dropout / attention_dropout @d98e8a6), gated ones Llama-style (RMSNorm, no biases,
+  // RoPE, no dropout: the Llama, Qwen and DeepSeek config.json files set attention_dropout 0).
+  // Norm, bias and positions change parameter counts by <0.1%; dropout decides whether masks
+  // are kept (memory) and written.
   const bool gpt = m.ffn_act == FfnAct::kGelu;
   m.norm = gpt ? NormKind::kLayerNorm : NormKind::kRmsNorm;
   m.linear_bias = gpt;
   m.position_embedding = gpt ? PositionEmbedding::kLearned : PositionEmbedding::kRope;
+  m.attention_dropout = m.hidden_dropout = gpt ? 0.1 : 0.0;
   if (auto mo = y.opt_map("moe")) {
     MoeSpec e;
     e.experts = static_cast<int>(mo->get_int("experts"));
@@ -72,6 +77,14 @@ ModelSpec case_model(YamlMap& y, int64_t seq_len) {
   if (const auto v = model_bounds_violation(m))
     y.fail_here(v->field.empty() ? v->reason : v->field + " " + v->reason);
   return m;
+}
+
+// The schema's fp8_recipe names (delayed, current, mxfp8, blockwise) as dtplan's recipes.
+Fp8Recipe case_fp8_recipe(const std::string& r) {
+  if (r == "current") return Fp8Recipe::kTensorwise;
+  if (r == "mxfp8") return Fp8Recipe::kMxfp8;
+  if (r == "blockwise") return Fp8Recipe::kBlockwise;
+  return Fp8Recipe::kDelayed;
 }
 
 Precision case_precision(YamlMap& y) {
@@ -218,6 +231,7 @@ CaseFile load_case_file(const std::string& path) {
     c.schedule = pl.opt_enum("schedule", {"gpipe", "1f1b", "interleaved", "dualpipe"});
     pl.finish();
     c.framework = case_framework(y);
+    if (c.framework.fp8_recipe) c.workload.fp8_recipe = case_fp8_recipe(*c.framework.fp8_recipe);
     YamlMap me = y.get_map("measured");
     c.measured_step_time_s = me.get_double("step_time_s", 0);
     c.measured_peak_memory_gib = me.opt_double("peak_memory_gib", 0);
@@ -292,7 +306,9 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   r.global_batch = c.workload.global_batch;
   r.seq_len = c.workload.seq_len;
   const FrameworkProfile* fprof =
-      opt.framework && c.framework.name ? opt.framework(*c.framework.name) : nullptr;
+      opt.framework && c.framework.name
+          ? opt.framework(*c.framework.name, c.framework.version.value_or(""))
+          : nullptr;
   const FrameworkSettings fw = framework_settings(c.framework, opt, fprof);
   r.flash_attention = fw.flash_attention;
   r.overlap_grad_reduce = fw.overlap_grad_reduce;
@@ -306,6 +322,16 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   cluster.profile = *hw;
   cluster.num_gpus = c.num_gpus;
   if (fprof) r.attention_kernel = apply_framework_profile(*fprof, cluster.profile);
+  // The framework's defaults for what the case does not say: its FP8 recipe where the case
+  // names none, its ZeRO-3 gather granularity (the overlaps are settled above, per fact).
+  Workload work = c.workload;
+  Plan fw_defaults;
+  if (fprof) {
+    FrameworkPlanGiven given;
+    given.tp_comm_overlap = given.grad_reduce_overlap = given.param_gather_overlap = true;
+    given.fp8_recipe = c.framework.fp8_recipe.has_value();
+    apply_framework_defaults(*fprof, given, fw_defaults, work);
+  }
 
   // Candidate values for every field (accuracy.h); a published field has exactly one.
   const int n = c.num_gpus;
@@ -347,8 +373,8 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
         }
         const int dp = c.dp ? *c.dp : static_cast<int>(n / mp);
         const std::vector<int> mbss =
-            cands(c.mbs, powers_of_two_dividing(
-                             c.workload.global_batch % dp == 0 ? c.workload.global_batch / dp : 1));
+            cands(c.mbs,
+                  powers_of_two_dividing(work.global_batch % dp == 0 ? work.global_batch / dp : 1));
         for (int ep : eps)
           for (int etp : etps)
             for (int mbs : mbss)
@@ -372,7 +398,7 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
                       p.sp = sp && tp > 1;
                       p.zero = dp * cp == 1 ? 0 : zero;
                       p.mbs = mbs;
-                      p.gbs = c.workload.global_batch;
+                      p.gbs = work.global_batch;
                       p.recompute = rec;
                       if (c.schedule)
                         p.schedule = *c.schedule == "dualpipe" ? "dualpipe-v" : *c.schedule;
@@ -399,16 +425,34 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
                       p.overlap_grad_reduce = fw.overlap_grad_reduce;
                       p.overlap_param_gather = fw.overlap_param_gather;
                       p.tp_comm_overlap = fw.tp_comm_overlap;
-                      ++tried;
-                      auto v = validate_plan(c.model, n, c.workload, p);
-                      if (v.empty()) v = validate_schedule(p);
-                      for (Violation& x : validate_against_hardware(*hw, c.workload, p))
-                        v.push_back(std::move(x));
-                      if (!v.empty()) {
-                        reasons.refused(v);
-                        continue;
+                      p.zero3_gather_per_tensor = fw_defaults.zero3_gather_per_tensor;
+                      p.zero3_prefetch = fw_defaults.zero3_prefetch;
+                      p.main_grads_fp32 = fw_defaults.main_grads_fp32;
+                      p.optimizer_state_bytes_per_param =
+                          fw_defaults.optimizer_state_bytes_per_param;
+                      // An unpublished recomputation may as well have been activation
+                      // offloading, where the framework runs Megatron-Core (which offloads
+                      // without pipeline parallelism or recomputation only): a quarter, half or
+                      // three quarters of the layers.
+                      std::vector<int> offloads{0};
+                      const int layers = c.model.layers;
+                      if (!c.recompute && rec == Recompute::kNone && p.pp == 1 && fprof &&
+                          fprof->stack == "megatron" && layers >= 4)
+                        for (int part : {layers / 4, layers / 2, 3 * layers / 4})
+                          if (part > 0 && part < layers) offloads.push_back(part);
+                      for (int off : offloads) {
+                        p.offload_layers = off;
+                        ++tried;
+                        auto v = validate_plan(c.model, n, work, p);
+                        if (v.empty()) v = validate_schedule(p);
+                        for (Violation& x : validate_against_hardware(*hw, work, p))
+                          v.push_back(std::move(x));
+                        if (!v.empty()) {
+                          reasons.refused(v);
+                          continue;
+                        }
+                        valid.push_back(p);
                       }
-                      valid.push_back(p);
                     }
       }
   r.candidates = tried;
@@ -418,7 +462,7 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   const Plan* best_plan = nullptr;
   Estimate best_est;
   for (const Plan& p : valid) {
-    Estimate e = estimate(c.model, cluster, c.workload, p, {}, &cache);
+    Estimate e = estimate(c.model, cluster, work, p, {}, &cache);
     if (!e.fits && valid.size() > 1) {
       reasons.too_big(p, e.memory_peak.total_bytes(), e.memory_capacity_bytes);
       continue;
@@ -434,12 +478,12 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
   }
   double best = best_est.step_time_s;
   if (opt.des && (best_plan->pp == 1 || des::simulator_supports(best_plan->schedule))) {
-    best = des::simulate_step(c.model, cluster, c.workload, *best_plan).estimate.step_time_s;
+    best = des::simulate_step(c.model, cluster, work, *best_plan).estimate.step_time_s;
   }
   r.predicted_s = best;
   r.error_pct = (best - r.measured_s) / r.measured_s * 100.0;
   r.plan = best_plan->describe();
-  r.regime = regime_of(cluster.profile, c.model, c.workload, *best_plan, c.num_gpus,
+  r.regime = regime_of(cluster.profile, c.model, work, *best_plan, c.num_gpus,
                        fprof ? fprof->stack : "other");
   r.predicted_peak_memory_gib = best_est.memory_peak.total_bytes() / units::kGiB;
   r.fits = best_est.fits;
@@ -472,7 +516,7 @@ CaseResult predict_layer_case(const LayerCase& c, const AccuracyOptions& opt) {
   cl.num_gpus = c.tp;
   OpProgram prog;
   build_op_program(c.model, c.workload, p, cl, prog);
-  ComputeCostModel cm{hw, c.workload.precision};
+  ComputeCostModel cm{hw, c.workload.precision, c.workload.fp8_recipe};
   double t = 0;
   for (const Op& o : prog.dense_layer) {
     const double ot = o.kind == OpKind::kCollective
@@ -528,6 +572,18 @@ AccuracySummary summarize(const std::vector<CaseResult>& results) {
     ++s.cases_predicted;
     abs_err.push_back(std::fabs(r.error_pct));
     by_group[r.group].push_back(&r);
+    if (r.measured_peak_memory_gib && r.predicted_peak_memory_gib &&
+        *r.measured_peak_memory_gib > 0) {
+      const double e = 100 * (*r.predicted_peak_memory_gib / *r.measured_peak_memory_gib - 1);
+      ++s.memory_cases;
+      s.memory_mape_pct += std::fabs(e);
+      s.memory_mean_signed_pct += e;
+      s.memory_cases_within_10pct += std::fabs(e) <= 10;
+    }
+  }
+  if (s.memory_cases > 0) {
+    s.memory_mape_pct /= s.memory_cases;
+    s.memory_mean_signed_pct /= s.memory_cases;
   }
   if (!abs_err.empty()) {
     s.mape_pct = std::accumulate(abs_err.begin(), abs_err.end(), 0.0) / abs_err.size();

@@ -13,7 +13,9 @@
 // wins for every case. A null fact takes one default for every case alike: unfused attention
 // and no overlap (what Megatron-LM and DeepSpeed do unless told otherwise: FlashAttention,
 // --overlap-grad-reduce, --overlap-param-gather, --tp-comm-overlap and DeepSpeed's overlap_comm
-// are all opt-in). `name`, `version`, `fp8_recipe` and `notes` are read and carried, not modelled.
+// are all opt-in). `name` and `version` select the framework profile (AccuracyOptions::framework)
+// whose defaults fill the facts the case leaves null; `fp8_recipe` sets the recipe; `notes` is
+// read and carried, not modelled.
 //
 // Unpublished plan fields (null): the runner evaluates the candidates below and keeps the
 // fastest plan that fits in memory (the README's "best feasible value"):
@@ -96,9 +98,11 @@ struct AccuracyOptions {
   bool des = false;
   // Profile lookup: name -> profile (lets callers substitute fitted parameters).
   std::function<const HardwareProfile*(const std::string&)> profile;
-  // Framework profile lookup by a case's framework.name (null where none is shipped): its
-  // attention kernel and its overlap defaults where the case is null.
-  std::function<const FrameworkProfile*(const std::string&)> framework;
+  // Framework profile lookup by a case's framework.name and version ("" when null; null where
+  // no profile is shipped): its kernels, efficiency and defaults where the case is null. A
+  // version the profile lists selects its overrides; another takes the profile's base values.
+  std::function<const FrameworkProfile*(const std::string& name, const std::string& version)>
+      framework;
 };
 
 struct CaseResult {
@@ -137,6 +141,11 @@ struct GroupSummary {
 struct AccuracySummary {
   double mape_pct = 0, median_abs_pct = 0, max_abs_pct = 0;
   int cases_total = 0, cases_predicted = 0;
+  // Peak memory, over the predicted cases whose source prints it (measured_peak_memory_gib):
+  // mean |error|, mean signed error (predicted - measured) / measured, and how many are within
+  // 10% of the printed figure.
+  int memory_cases = 0, memory_cases_within_10pct = 0;
+  double memory_mape_pct = 0, memory_mean_signed_pct = 0;
   std::vector<GroupSummary> groups;
 };
 

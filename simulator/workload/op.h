@@ -26,6 +26,10 @@ enum class Pass : uint8_t {
   kBackwardWeight,  // weight gradients: the "W"
 };
 
+// The passes an op runs in: both (a forward op and its mirrored backward), or one only (FP8
+// quantization of a GEMM's input in the forward, of its output gradient in the backward).
+enum class OpPasses : uint8_t { kBoth, kForwardOnly, kBackwardOnly };
+
 // The parallel dimension a collective belongs to (for exposed-communication accounting).
 enum class CommDim : uint8_t { kTP, kCP, kEP, kPP, kDP };
 inline constexpr int kNumCommDims = 5;
@@ -60,6 +64,7 @@ struct Op {
   bool overlappable = false;  // a collective that may hide behind independent compute
   bool has_weights = false;   // a GEMM with a weight operand (so it has a weight-gradient GEMM)
   bool grouped = false;  // a grouped GEMM (MoE experts): each of the `count` groups saturates alone
+  OpPasses passes = OpPasses::kBoth;
   // A GEMM that FP8 training keeps in 16 bits: the output layer (Megatron fp8_output_proj is
   // off by default and MXFP8-only, transformer_config.py d98e8a6) and the MoE router
   // (moe_router_dtype: fp32 or the 16-bit training type). Transformer Engine quantizes only

@@ -5,6 +5,35 @@
 
 namespace dtplan {
 
+double fp8_quantize_bytes_per_element(Fp8Recipe r, bool non_tn_gemm, Fp8Tensor t) {
+  // TE @d0067d0: common/cast/dispatch/quantize.cuh (cast_transpose writes both copies from one
+  // read), pytorch/csrc/quantizer.cpp:980-1029 (current scaling: compute_amax, then cast),
+  // pytorch/csrc/extensions/normalization.cpp:94-131 (norm + FP8 fusion),
+  // common/recipe/__init__.py:337-352 (MXFP8/blockwise: both directions from the BF16 input).
+  // MXFP8: one E8M0 scale per 32 elements per direction; blockwise 1x128: one fp32 per 128.
+  const double copies = non_tn_gemm ? 1.0 : 2.0;  // per-tensor scaling: FP8 and its transpose
+  switch (r) {
+    case Fp8Recipe::kDelayed:
+      if (t == Fp8Tensor::kInputAfterNorm) return non_tn_gemm ? 0.0 : 2.0;  // FP8 transpose
+      return 2.0 + copies;
+    case Fp8Recipe::kTensorwise:
+      if (t == Fp8Tensor::kInputAfterNorm) return 2.0 + copies;  // norm gave the amax
+      return 4.0 + copies;                                       // amax pass + cast
+    case Fp8Recipe::kMxfp8:
+      return 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
+    case Fp8Recipe::kBlockwise:
+      return 2.0 + 2.0 + (t == Fp8Tensor::kWeight ? 0.0 : 2.0 * 4.0 / 128.0);
+  }
+  return 0;
+}
+
+int fp8_quantize_kernels(Fp8Recipe r, Fp8Tensor t) {
+  // Current scaling: zero_amax, amax, compute_scale, cast (quantizer.cpp:980-1029,
+  // common/recipe/current_scaling.cu:24-76,267); after a norm only the cast.
+  if (r == Fp8Recipe::kTensorwise && t != Fp8Tensor::kInputAfterNorm) return 4;
+  return 1;
+}
+
 const char* to_string(CommDim d) {
   switch (d) {
     case CommDim::kTP:
@@ -87,12 +116,28 @@ struct Builder {
   const Workload& w;
   const Plan& p;
   const Placements& g;
+  const HardwareProfile& hw;
   LayerOps fwd;
 
   double act_bytes() const { return 2.0; }  // bf16/fp16 activations (fp8 only inside GEMMs)
+  // The 1-byte dropout mask a hidden dropout writes (none without dropout).
+  double mask_bytes() const { return m.hidden_dropout > 0 ? 1.0 : 0.0; }
 
+  // A GEMM. Under FP8 training a GEMM with weights (a Transformer Engine linear layer) reads
+  // FP8 copies of its input, made by a quantization kernel before it, and of its output
+  // gradient, made before its backward (fp8_quantize_bytes_per_element, op_program.h; the
+  // weight's once per step is the optimizer's). `input` says what produced the input: a norm
+  // fused with the quantization (Megatron's TELayerNormColumnParallelLinear) or not. A GEMM
+  // without weights (unfused attention's batched matmuls) and a `high_precision` one stay in
+  // 16 bits.
   void gemm(const char* name, int64_t M, int64_t N, int64_t K, int count = 1, bool weights = true,
-            bool selective = false, bool grouped = false) {
+            bool selective = false, bool grouped = false, Fp8Tensor input = Fp8Tensor::kInput,
+            bool high_precision = false) {
+    const bool quantized = w.precision == Precision::kFp8 && weights && !high_precision;
+    const double copies = static_cast<double>(count);
+    if (quantized)
+      quantize("fp8_quantize_input", static_cast<double>(M) * K * copies, input,
+               OpPasses::kForwardOnly);
     Op o;
     o.grouped = grouped;
     o.kind = OpKind::kGemm;
@@ -103,6 +148,22 @@ struct Builder {
     o.count = count;
     o.selective = selective;
     o.has_weights = weights;
+    o.high_precision = high_precision || (w.precision == Precision::kFp8 && !weights);
+    fwd.push(o);
+    if (quantized)
+      quantize("fp8_quantize_grad", static_cast<double>(M) * N * copies, Fp8Tensor::kOutputGradient,
+               OpPasses::kBackwardOnly);
+  }
+  void quantize(const char* name, double elements, Fp8Tensor t, OpPasses passes) {
+    const double bytes =
+        elements * fp8_quantize_bytes_per_element(w.fp8_recipe, hw.gpu.fp8_non_tn_gemm, t);
+    if (bytes <= 0) return;  // fused away (delayed scaling after a norm on Blackwell)
+    Op o;
+    o.kind = OpKind::kElementwise;
+    o.name = name;
+    o.bytes = bytes;
+    o.kernels = fp8_quantize_kernels(w.fp8_recipe, t);
+    o.passes = passes;
     fwd.push(o);
   }
   void elementwise(const char* name, double bytes, bool selective = false, int kernels = 1) {
@@ -170,12 +231,14 @@ void attention_block(Builder& b, int64_t T, double Tn) {
     // Down-projections are replicated across TP (small); up-projections are head-sharded.
     if (a.q_lora_rank > 0) {
       b.gemm("q_down", T, a.q_lora_rank, m.hidden);
-      b.gemm("q_up", T, heads_local * qk_head, a.q_lora_rank);
+      b.gemm("q_up", T, heads_local * qk_head, a.q_lora_rank, 1, true, false, false,
+             Fp8Tensor::kInputAfterNorm);
     } else {
       b.gemm("q_proj", T, heads_local * qk_head, m.hidden);
     }
     b.gemm("kv_down", T, a.kv_lora_rank + a.qk_rope_head_dim, m.hidden);
-    b.gemm("kv_up", T, heads_local * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank);
+    b.gemm("kv_up", T, heads_local * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank, 1, true,
+           false, false, Fp8Tensor::kInputAfterNorm);
     q_local = heads_local * qk_head;
     v_head = a.v_head_dim;
     qkv_n = 0;
@@ -185,7 +248,7 @@ void attention_block(Builder& b, int64_t T, double Tn) {
     qkv_n = heads_local * m.head_dim + 2 * kv_local;
     q_local = heads_local * m.head_dim;
     v_head = m.head_dim;
-    b.gemm("qkv", T, qkv_n, m.hidden);
+    b.gemm("qkv", T, qkv_n, m.hidden, 1, true, false, false, Fp8Tensor::kInputAfterNorm);
   }
   // Context parallelism: ring exchange of K and V (GQA shrinks it), overlapped with attention.
   if (p.cp > 1) {
@@ -209,7 +272,8 @@ void attention_block(Builder& b, int64_t T, double Tn) {
     b.attention("flash_attention", flops, bytes, static_cast<int64_t>(s_q),
                 static_cast<int>(qk_dim));
   } else {
-    // Unfused (Megatron fused scale-mask-softmax): full s x s scores, softmax and dropout.
+    // Unfused (Megatron fused scale-mask-softmax): full s x s scores, softmax and, where the
+    // model has attention dropout, its dropout with a 1-byte mask.
     const double elems = batch_heads * s_q * s_kv;
     const int bh = static_cast<int>(batch_heads);
     // Split Q/K/V into heads and make them contiguous for the batched GEMMs.
@@ -218,22 +282,26 @@ void attention_block(Builder& b, int64_t T, double Tn) {
     b.gemm("attn_scores", static_cast<int64_t>(s_q), static_cast<int64_t>(s_kv), qk_dim, bh, false,
            true);
     b.elementwise("softmax", elems * 2 * ab, true);
-    b.elementwise("attn_dropout", elems * (2 * ab + 1), true);
+    if (m.attention_dropout > 0) b.elementwise("attn_dropout", elems * (2 * ab + 1), true);
     b.gemm("attn_context", static_cast<int64_t>(s_q), v_head, static_cast<int64_t>(s_kv), bh, false,
            true);
     b.elementwise("context_layout", static_cast<double>(T) * q_local * 2 * ab, true, 1);
   }
   b.gemm("attn_out", T, m.hidden, heads_local * v_head);
   tp_exit(b, full);
-  b.elementwise("dropout_residual", Tn * h * (3 * ab + 1), false, 2);
+  b.elementwise("dropout_residual", Tn * h * (3 * ab + b.mask_bytes()), false, 2);
 }
 
-void dense_mlp(Builder& b, int64_t T, int64_t width, const char* fc1, const char* fc2) {
+// `after_norm`: fc1 is Megatron's TELayerNormColumnParallelLinear (the dense MLP); an MoE
+// layer's shared experts follow a separate norm (gpt_layer_specs.py @d98e8a6).
+void dense_mlp(Builder& b, int64_t T, int64_t width, const char* fc1, const char* fc2,
+               bool after_norm) {
   const ModelSpec& m = b.m;
   const double ab = b.act_bytes();
   const int64_t f_local = width / b.p.tp;
   const int gate = m.ffn_act == FfnAct::kSwiglu ? 2 : 1;
-  b.gemm(fc1, T, gate * f_local, m.hidden);
+  b.gemm(fc1, T, gate * f_local, m.hidden, 1, true, false, false,
+         after_norm ? Fp8Tensor::kInputAfterNorm : Fp8Tensor::kInput);
   b.elementwise("activation", static_cast<double>(T) * f_local * (gate + 1) * ab);
   b.gemm(fc2, T, m.hidden, f_local);
 }
@@ -247,14 +315,13 @@ void mlp_block(Builder& b, int64_t T, double Tn, bool moe) {
   b.elementwise("post_attn_norm", Tn * h * 2 * ab);
   if (!moe) {
     tp_enter(b, full);
-    dense_mlp(b, T, m.ffn_hidden, "fc1", "fc2");
+    dense_mlp(b, T, m.ffn_hidden, "fc1", "fc2", true);
     tp_exit(b, full);
   } else {
     const MoeSpec& e = *m.moe;
     // Router on this rank's tokens (sequence-sharded with SP).
     const auto Tr = static_cast<int64_t>(Tn);
-    b.gemm("router", Tr, e.experts, m.hidden);
-    b.fwd.back().high_precision = true;
+    b.gemm("router", Tr, e.experts, m.hidden, 1, true, false, false, Fp8Tensor::kInput, true);
     b.elementwise("router_topk", Tn * e.experts * 4.0 * 2, false, 3);
     // Token-expert pairs this rank computes with balanced routing: T*K*ep*etp/(E*tp) per
     // local expert, E/ep local experts (derivation in docs/performance-model.md).
@@ -275,18 +342,25 @@ void mlp_block(Builder& b, int64_t T, double Tn, bool moe) {
     b.elementwise("unpermute", pairs * h * 2 * ab, false, 2);
     if (e.shared_experts > 0) {
       tp_enter(b, full);
-      dense_mlp(b, T, e.shared_ffn_hidden * e.shared_experts, "shared_fc1", "shared_fc2");
+      dense_mlp(b, T, e.shared_ffn_hidden * e.shared_experts, "shared_fc1", "shared_fc2", false);
       tp_exit(b, full);
     }
   }
-  b.elementwise("dropout_residual", Tn * h * (3 * ab + 1), false, 2);
+  b.elementwise("dropout_residual", Tn * h * (3 * ab + b.mask_bytes()), false, 2);
 }
 
 // Appends the forward list and its mirrored backward to `out`.
 void emit_with_backward(const LayerOps& fwd, bool sp, LayerOps& out) {
-  for (const Op& o : fwd) out.push(o);
+  for (const Op& o : fwd)
+    if (o.passes != OpPasses::kBackwardOnly) out.push(o);
   for (int i = fwd.size() - 1; i >= 0; --i) {
     Op f = fwd[i];
+    if (f.passes == OpPasses::kForwardOnly) continue;
+    if (f.passes == OpPasses::kBackwardOnly) {  // already the backward's own op
+      f.pass = Pass::kBackwardInput;
+      out.push(f);
+      continue;
+    }
     switch (f.kind) {
       case OpKind::kGemm: {
         const bool has_weights = f.has_weights;
@@ -370,8 +444,8 @@ void emit_with_backward(const LayerOps& fwd, bool sp, LayerOps& out) {
 }
 
 void build_layer(const ModelSpec& m, const Workload& w, const Plan& p, const Placements& g,
-                 bool moe, LayerOps& out) {
-  Builder b{m, w, p, g, {}};
+                 const HardwareProfile& hw, bool moe, LayerOps& out) {
+  Builder b{m, w, p, g, hw, {}};
   const int64_t T = static_cast<int64_t>(p.mbs) * w.seq_len / p.cp;
   const double Tn = p.sp ? static_cast<double>(T) / p.tp : static_cast<double>(T);
   attention_block(b, T, Tn);
@@ -388,8 +462,8 @@ void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, cons
   out.embedding.clear();
   out.head.clear();
   out.groups = place_groups(p, c.profile, c.num_gpus);
-  build_layer(m, w, p, out.groups, false, out.dense_layer);
-  if (m.moe) build_layer(m, w, p, out.groups, true, out.moe_layer);
+  build_layer(m, w, p, out.groups, c.profile, false, out.dense_layer);
+  if (m.moe) build_layer(m, w, p, out.groups, c.profile, true, out.moe_layer);
 
   const int64_t T = static_cast<int64_t>(p.mbs) * w.seq_len / p.cp;
   const double Tn = p.sp ? static_cast<double>(T) / p.tp : static_cast<double>(T);
@@ -406,7 +480,7 @@ void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, cons
     Op o;
     o.kind = OpKind::kElementwise;
     o.name = "embedding_lookup";
-    o.bytes = Tn * h * (ab + 1) +
+    o.bytes = Tn * h * (ab + (m.hidden_dropout > 0 ? 1.0 : 0.0)) +
               (m.position_embedding == PositionEmbedding::kLearned ? Tn * h * 2 * ab : 0);
     o.kernels = 3;
     out.embedding.push(o);
@@ -419,11 +493,10 @@ void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, cons
   // entropy (fp32 logits: several passes over T x V/t), its small TP all-reduces.
   {
     const int64_t v_local = m.vocab / p.tp;
-    Builder b{m, w, p, out.groups, {}};
+    Builder b{m, w, p, out.groups, c.profile, {}};
     b.elementwise("final_norm", Tn * h * 2 * ab);
     tp_enter(b, static_cast<double>(T) * h * ab);
-    b.gemm("logits", T, v_local, m.hidden);
-    b.fwd.back().high_precision = true;
+    b.gemm("logits", T, v_local, m.hidden, 1, true, false, false, Fp8Tensor::kInput, true);
     b.elementwise("cross_entropy", static_cast<double>(T) * v_local * (ab + 4 + 4 + 4), false, 8);
     b.collective("tp_loss_allreduce", CollectiveOp::kAllReduce, CommDim::kTP, out.groups.tp,
                  static_cast<double>(T) * 4 * 3);

@@ -13,7 +13,7 @@
 
 namespace dtplan {
 
-inline constexpr int kMaxLayerOps = 96;
+inline constexpr int kMaxLayerOps = 128;
 inline constexpr int kMaxEdgeOps = 24;
 
 using LayerOps = OpList<kMaxLayerOps>;
@@ -39,5 +39,19 @@ struct OpProgram {
 
 void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, const Cluster& c,
                       OpProgram& out);
+
+// FP8 training's quantization traffic (Transformer Engine under Megatron-Core; the research notes
+// and sources are in docs/performance-model.md §4): bytes read plus written per element of a
+// tensor that one quantization kernel turns into the FP8 copies its GEMMs read, with the BF16
+// input already in memory. One kernel writes the row-wise copy and, where the GEMMs need one,
+// the column-wise copy: a transpose on Hopper (FP8 GEMMs take only the TN layout), none on
+// Blackwell for per-tensor scaling, always for MXFP8 and blockwise scaling (their scales run
+// along the other axis). Current (per-tensor, "tensorwise") scaling reads the tensor twice:
+// an amax pass before the cast. After a LayerNorm/RMSNorm the norm kernel itself writes FP8
+// (delayed) or the amax (current), so what is left is the transpose (Hopper) or the cast.
+enum class Fp8Tensor { kInput, kInputAfterNorm, kOutputGradient, kWeight };
+double fp8_quantize_bytes_per_element(Fp8Recipe r, bool non_tn_gemm, Fp8Tensor t);
+// Kernel launches of one such quantization (the amax, scale and cast kernels of current scaling).
+int fp8_quantize_kernels(Fp8Recipe r, Fp8Tensor t);
 
 }  // namespace dtplan

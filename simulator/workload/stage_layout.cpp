@@ -87,4 +87,13 @@ RankLayers recomputed_layers(const Plan& p, const RankLayers& l) {
   return r;
 }
 
+RankLayers offloaded_layers(const Plan& p, const RankLayers& l) {
+  RankLayers r;
+  if (p.offload_layers <= 0) return r;
+  const int off = std::min(p.offload_layers * p.vpp, l.total());
+  r.dense = std::min(off, l.dense);
+  r.moe = off - r.dense;
+  return r;
+}
+
 }  // namespace dtplan

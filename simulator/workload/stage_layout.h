@@ -32,4 +32,9 @@ LayerRange chunk_layers(const ModelSpec& m, const Plan& p, int chunk);
 // counted first); otherwise all of them.
 RankLayers recomputed_layers(const Plan& p, const RankLayers& l);
 
+// Of a rank's layers `l`, those whose activations go to host memory: the first
+// Plan::offload_layers of each of its vpp chunks (Megatron-Core's CPU offloading context wraps
+// the first N layers of a TransformerBlock), dense layers counted first.
+RankLayers offloaded_layers(const Plan& p, const RankLayers& l);
+
 }  // namespace dtplan

@@ -4,18 +4,27 @@
 # docs/accuracy.md was last updated, plus a small margin). Exit 77 (skipped) when the case file is
 # not beside the checkout.
 #
-# usage: check_accuracy.sh DTPLAN CASES MAX_MAPE_PCT MAX_MEDIAN_PCT MIN_PREDICTED
+# With FAMILY_BOUNDS (a JSON file {family: {"mape_pct": max, "abs_bias_pct": max}}), each
+# family of the cases (the families of scripts/fit_efficiency.py, shared/tools/accuracy-families)
+# must stay within its bounds too.
+#
+# usage: check_accuracy.sh DTPLAN CASES MAX_MAPE_PCT MAX_MEDIAN_PCT MIN_PREDICTED [FAMILY_BOUNDS]
 set -u
 bin=$1
 cases=$2
-[[ $# -eq 5 ]] || { echo "usage: $0 DTPLAN CASES MAX_MAPE_PCT MAX_MEDIAN_PCT MIN_PREDICTED"; exit 1; }
+[[ $# -eq 5 || $# -eq 6 ]] ||
+  { echo "usage: $0 DTPLAN CASES MAX_MAPE_PCT MAX_MEDIAN_PCT MIN_PREDICTED [FAMILY_BOUNDS]"; exit 1; }
+here=$(cd "$(dirname "$0")" && pwd)
 [[ -f "$cases" ]] || { echo "no ground truth at $cases: skipped"; exit 77; }
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 "$bin" accuracy --cases "$cases" --json --out "$out" || { echo "dtplan accuracy failed"; exit 1; }
-python3 - "$out" "$3" "$4" "$5" <<'PY'
-import json, sys
-s = json.load(open(sys.argv[1]))["summary"]
+python3 - "$out" "$3" "$4" "$5" "${6:-}" "$here/../../scripts" <<'PY'
+import json, statistics, sys
+sys.path.insert(0, sys.argv[6])
+from fit_efficiency import family
+j = json.load(open(sys.argv[1]))
+s = j["summary"]
 bounds = {"mape_pct": float(sys.argv[2]), "median_abs_pct": float(sys.argv[3])}
 min_predicted = int(sys.argv[4])
 print(f"coverage {s['cases_predicted']}/{s['cases_total']} (at least {min_predicted}), "
@@ -29,5 +38,21 @@ for k, v in bounds.items():
     if s[k] > v:
         print(f"FAIL {k} = {s[k]:.2f} > {v}")
         ok = False
+if sys.argv[5]:
+    fam = {}
+    for c in j["cases"]:
+        if c["skipped"] is None:
+            fam.setdefault(family(c["group"]), []).append(c["error_pct"])
+    for f, b in sorted(json.load(open(sys.argv[5])).items()):
+        e = fam.get(f, [])
+        if not e:
+            print(f"FAIL family {f}: no case predicted")
+            ok = False
+            continue
+        mape, bias = statistics.mean(map(abs, e)), statistics.mean(e)
+        good = mape <= b["mape_pct"] and abs(bias) <= b["abs_bias_pct"]
+        print(f"{'ok  ' if good else 'FAIL'} {f}: MAPE {mape:.2f}% (at most {b['mape_pct']}), "
+              f"mean signed {bias:+.2f}% (within {b['abs_bias_pct']}), {len(e)} cases")
+        ok &= good
 sys.exit(0 if ok else 1)
 PY

@@ -21,7 +21,7 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 fw = j["framework"]
 assert fw["name"] == "megatron" and fw["given"] is False, fw
-assert len(fw["rules_applied"]) == 4 and all(r["rule"] for r in fw["rules_applied"]), fw
+assert len(fw["rules_applied"]) == 6 and all(r["rule"] for r in fw["rules_applied"]), fw
 # The framework's warnings; estimate adds how sure its numbers are (reports/uncertainty.h).
 number = {"profile-not-fitted", "regime-sparse", "no-error-band", "outside-calibration"}
 codes = [w["code"] for w in j["warnings"] if w["code"] not in number]
@@ -29,7 +29,7 @@ assert codes == ["framework-cannot-run"], codes
 assert "torchtitan can (--framework torchtitan)" in j["warnings"][0]["message"], j["warnings"]
 PY
   "$bin" $cmd "${gpipe[@]}" > "$cmd.txt" || fail "$cmd: text exit $?"
-  grep -q '^framework megatron (the default; --framework refuses what a framework cannot run): 4 rules applied, 1 warning(s)$' "$cmd.txt" ||
+  grep -q '^framework megatron (the default; --framework refuses what a framework cannot run): 6 rules applied, 1 warning(s)$' "$cmd.txt" ||
     fail "$cmd: no framework line: $(grep -i framework "$cmd.txt")"
   grep -q '^  warning \[framework-cannot-run\]: megatron cannot run this plan' "$cmd.txt" ||
     fail "$cmd: no warning line"
@@ -48,9 +48,51 @@ import json
 j = json.load(open('$cmd.tt.json'))
 assert j['framework']['name'] == 'torchtitan' and j['framework']['given'] is True, j['framework']
 number = {'profile-not-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
-assert len(j['framework']['rules_applied']) == 4, j
+assert len(j['framework']['rules_applied']) == 5, j
 assert [w for w in j['warnings'] if w['code'] not in number] == [], j" ||
     fail "$cmd: torchtitan JSON"
   passed=$((passed + 1))
 done
+# A framework profile (frameworks/*.yaml) names its stack's rules and changes the estimate:
+# llm-foundry runs flash-attn v2 at its fitted compute efficiency (its own trainer: no launch
+# rules); Megatron-Bridge's perf recipes keep 16-bit gradients and run per-tensor current
+# scaling as "FP8" (4 launches per quantization in --ops), which --grads and --fp8-recipe
+# override.
+mpt=(--model llama3-8b --cluster dgx-h100 --gpus 8 --zero 3 --mbs 1 --gbs 32 --seq 8192)
+"$bin" estimate "${mpt[@]}" --json > plain.json || fail "plain estimate exit $?"
+"$bin" estimate "${mpt[@]}" --framework llm-foundry --json > foundry.json || fail "foundry exit $?"
+python3 - plain.json foundry.json <<'PY' || fail "llm-foundry JSON"
+import json, sys
+plain, foundry = (json.load(open(f)) for f in sys.argv[1:3])
+fw = foundry["framework"]
+assert fw["name"] == "none" and fw["rules_applied"] == [], fw
+assert fw["profile"]["name"] == "llm-foundry" and fw["profile"]["attention_kernel"] == "fa2", fw
+assert fw["profile"]["stack"] == "other", fw
+assert foundry["step_time_s"] > 1.2 * plain["step_time_s"], (foundry["step_time_s"], plain["step_time_s"])
+PY
+"$bin" estimate "${mpt[@]}" --framework llm-foundry > foundry.txt
+grep -q '^framework profile llm-foundry (frameworks/llm-foundry.yaml): attention kernel fa2, compute efficiency .*; its own trainer: no launch rules apply$' foundry.txt ||
+  fail "llm-foundry text: $(grep -i framework foundry.txt)"
+fp8=(--model llama3-8b --cluster dgx-h100 --gpus 8 --zero 1 --mbs 1 --gbs 32 --seq 4096 --precision fp8)
+"$bin" estimate "${fp8[@]}" --framework megatron-bridge --ops --json > bridge.json || fail "bridge exit $?"
+"$bin" estimate "${fp8[@]}" --framework megatron-bridge --fp8-recipe delayed --grads fp32 --ops --json > given.json ||
+  fail "bridge with flags exit $?"
+python3 - bridge.json given.json <<'PY' || fail "megatron-bridge defaults"
+import json, sys
+bridge, given = (json.load(open(f)) for f in sys.argv[1:3])
+assert bridge["framework"]["name"] == "megatron" and len(bridge["framework"]["rules_applied"]) == 6
+def launches(j):
+    return {o["kernels"] for o in j["ops"] if o["name"] == "fp8_quantize_grad"}
+assert launches(bridge) == {4}, launches(bridge)   # current scaling: amax, scale, cast
+assert launches(given) == {1}, launches(given)     # --fp8-recipe delayed wins
+g16, g32 = bridge["memory"][0]["grads_gib"], given["memory"][0]["grads_gib"]
+assert abs(g32 / g16 - 2.0) < 1e-6, (g16, g32)     # 16-bit against fp32 gradients
+PY
+# An unknown framework names the rule sets and the profiles.
+if "$bin" estimate "${fp8[@]}" --framework megatron-brige 2> unknown.err; then fail "unknown framework accepted"; fi
+grep -q "unknown framework 'megatron-brige' (did you mean 'megatron-bridge'?); known: megatron, deepspeed, torchtitan, llm-foundry, megatron-bridge" unknown.err ||
+  fail "unknown framework message: $(cat unknown.err)"
+"$bin" list frameworks > list.txt
+grep -q '^megatron-bridge ' list.txt && grep -q '^llm-foundry .* other ' list.txt || fail "list frameworks: $(cat list.txt)"
+passed=$((passed + 1))
 echo "$passed passed, 0 failed"

@@ -6,10 +6,12 @@ bin=$(realpath "$1")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-"$bin" search --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq 4096 --zero 1 \
-  --pp 1 --tp 2 --ep 8 --top 3 --json > plans.json
+# Each format launches the best plan of a search under its own framework's rules (--framework):
+# Megatron's best here offloads activations to the host, which DeepSpeed cannot express.
 for format in megatron deepspeed; do
-  "$bin" launch --from plans.json --rank 1 --format "$format" --out "run_$format" \
+  "$bin" search --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq 4096 --zero 1 \
+    --pp 1 --tp 2 --ep 8 --top 3 --framework "$format" --json > "plans_$format.json"
+  "$bin" launch --from "plans_$format.json" --rank 1 --format "$format" --out "run_$format" \
     > "files_$format.txt" 2> "notes_$format.txt"
   # stdout: the paths; stderr: the release written for and what each file still needs.
   grep -q "launch files for" "notes_$format.txt" || { echo "FAIL: $format: no version line"; exit 1; }
@@ -19,6 +21,29 @@ for format in megatron deepspeed; do
     case "$f" in *.sh|*.sbatch) bash -n "$f" ;; esac
   done < "files_$format.txt"
 done
+cp plans_megatron.json plans.json
+# A plan DeepSpeed cannot run is refused, exit 2, nothing written (layer-wise activation
+# offloading, which Megatron's best plan above may use).
+rc=0; "$bin" launch --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq 4096 \
+  --tp 2 --ep 8 --zero 1 --recompute none --cpu-offloading-num-layers 8 --format deepspeed \
+  --out run_ds_off 2> ds.err || rc=$?
+[[ $rc -eq 2 ]] && grep -q "deepspeed cannot run" ds.err && [[ ! -e run_ds_off ]] ||
+  { echo "FAIL: deepspeed launch of an offloaded plan: rc $rc: $(cat ds.err)"; exit 1; }
+# A framework profile's defaults travel from the search to the launch: Megatron-Bridge's
+# performance recipes reduce gradients in BF16 and run FP8 with the per-tensor recipe
+# (frameworks/megatron-bridge.yaml), so the launched arguments say so; without the profile,
+# Megatron's defaults (fp32 gradient reduction, delayed scaling) are written.
+"$bin" search --model llama3-8b --cluster dgx-h100 --gpus 16 --gbs 128 --seq 4096 --precision fp8 \
+  --tp 1 --pp 1 --zero 1 --top 1 --framework megatron-bridge --json > bridge.json
+"$bin" launch --from bridge.json --format megatron --out run_bridge > /dev/null 2>&1
+grep -qx -- '--grad-reduce-in-bf16' run_bridge/megatron_args.txt &&
+  [[ "$(grep -A1 -x -- '--fp8-recipe' run_bridge/megatron_args.txt | tail -1)" == tensorwise ]] ||
+  { echo "FAIL: launch --from a megatron-bridge search lost the profile's defaults"; exit 1; }
+"$bin" launch --from bridge.json --framework megatron --format megatron --out run_plain \
+  > /dev/null 2>&1
+! grep -qx -- '--grad-reduce-in-bf16' run_plain/megatron_args.txt &&
+  [[ "$(grep -A1 -x -- '--fp8-recipe' run_plain/megatron_args.txt | tail -1)" == delayed ]] ||
+  { echo "FAIL: launch --framework megatron kept a profile's defaults"; exit 1; }
 # torchtitan has no Mixtral (no registered flavor of this architecture) and no ZeRO-1: refused,
 # exit 2, nothing written.
 rc=0; "$bin" launch --from plans.json --format torchtitan --out run_tt 2> tt.err || rc=$?
@@ -45,4 +70,4 @@ rc=0; "$bin" launch --from bad_seq.json --format megatron --out run_bad 2> bad_s
 rc=0; "$bin" report --from bad_precision.json --out bad.md 2> bad_precision.err || rc=$?
 [[ $rc -eq 2 ]] && grep -q -- "--precision: unknown precision 'fp4'" bad_precision.err && [[ ! -e bad.md ]] ||
   { echo "FAIL: report --from with precision fp4: rc $rc: $(cat bad_precision.err)"; exit 1; }
-echo "2 passed, 0 failed"
+echo "4 passed, 0 failed"

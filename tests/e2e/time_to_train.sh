@@ -53,7 +53,7 @@ ok "report --train-tokens: the time to train figure" $?
 grep -q "| time to train (days) |" "$tmp/w.md"
 ok "whatif --train-tokens: the time to train row" $?
 
-"$bin" estimate -m llama3-70b -c dgx-h100 -g 64 --tp 8 --pp 2 --sp --zero 1 --gbs 512 --seq 8192 \
+"$bin" estimate -m llama3-70b -c h100-96g-500w -g 64 --tp 8 --pp 2 --sp --zero 1 --gbs 512 --seq 8192 \
   --train-tokens 1e12 --json >"$tmp/e.json"
 ok "estimate --json: exit 0" $?
 python3 - "$tmp/e.json" <<'PY'
@@ -68,10 +68,10 @@ assert abs(lo / j["step_time_s"] - b["p10_ratio"]) < 1e-9 and abs(hi / j["step_t
 lo, hi = j["mfu_interval"]
 assert abs(lo * b["p90_ratio"] - j["mfu"]) < 1e-9 and abs(hi * b["p10_ratio"] - j["mfu"]) < 1e-9
 codes = [w["code"] for w in j["warnings"]]
-assert "profile-not-fitted" in codes, codes  # dgx-h100's efficiency is initial values
+assert "profile-not-fitted" in codes, codes  # h100-96g-500w's efficiency is initial values
 PY
 ok "estimate --json: *_interval from the error band, warnings[] with codes" $?
-"$bin" estimate -m llama3-70b -c dgx-h100 -g 64 --tp 8 --pp 2 --sp --zero 1 --gbs 512 --seq 8192 \
+"$bin" estimate -m llama3-70b -c h100-96g-500w -g 64 --tp 8 --pp 2 --sp --zero 1 --gbs 512 --seq 8192 \
   >"$tmp/e.txt"
 grep -q "^step time .* s  (p10-p90 .*–.* s)$" "$tmp/e.txt" && grep -q "^warning \[profile-not-fitted\]" "$tmp/e.txt"
 ok "estimate text: the step time with its p10-p90, the warning once" $?

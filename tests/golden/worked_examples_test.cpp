@@ -35,6 +35,9 @@ ModelSpec gpt(int layers, int64_t hidden, int heads, int64_t vocab = 51200) {
   m.norm = NormKind::kLayerNorm;
   m.linear_bias = false;  // the papers' 12 h^2 per layer
   m.position_embedding = PositionEmbedding::kNone;
+  // Megatron's default dropout (0.1), which Korthikanti et al.'s runs used: its masks are the
+  // 1-byte terms of their Table 2.
+  m.attention_dropout = m.hidden_dropout = 0.1;
   return m;
 }
 

@@ -102,6 +102,7 @@ TEST(FitGemm, RecoversEfficiencyParametersWithin2Percent) {
   hw.calibration = {};
   hw.efficiency.gemm_max_fraction = 0.72;
   hw.efficiency.gemm_half_saturation_gflop = 3.5;
+  hw.efficiency.sustained_compute_fraction = 1.0;  // microbenchmarks: short runs
   auto ms = synthetic_gemms(hw, Precision::kBf16);
   HardwareProfile base = load_profile("dgx-h100");  // starts from other parameters
   GemmFit f = fit_gemm(ms, base, Precision::kBf16);
@@ -124,6 +125,7 @@ TEST(Replay, SyntheticCsvRoundTripsThroughTheCalibratedProfile) {
   truth.calibration = {};
   truth.efficiency.gemm_max_fraction = 0.66;
   truth.efficiency.gemm_half_saturation_gflop = 2.0;
+  truth.efficiency.sustained_compute_fraction = 1.0;  // microbenchmarks: short runs
   {
     std::ofstream csv(dir + "/rec.csv");
     csv << "kind,precision,m,n,k,op,scope,group_size,bytes,time_us\n";
@@ -152,6 +154,18 @@ TEST(Replay, SyntheticCsvRoundTripsThroughTheCalibratedProfile) {
   ASSERT_EQ(cf.segments.size(), 1u);
   EXPECT_NEAR(cf.segments[0].alpha_us, 25.0, 0.5);
   EXPECT_NEAR(cf.segments[0].bw_gbps, 40.0, 0.8);
+  // The fitted curve is the kernels' own: the base profile's sustained-in-training derating
+  // stays in the profile and applies to the curve and the measured tables alike.
+  EXPECT_DOUBLE_EQ(got.efficiency.sustained_compute_fraction,
+                   load_profile("dgx-h100").efficiency.sustained_compute_fraction);
+  {
+    const auto& g0 = got.calibration.gemm.front();
+    const ComputeCostModel cm{&got, Precision::kBf16};
+    EXPECT_NEAR(cm.gemm_s(g0.m, g0.n, g0.k, 1),
+                2.0 * g0.m * g0.n * g0.k /
+                    (g0.tflops * 1e12 * got.efficiency.sustained_compute_fraction),
+                1e-12);
+  }
   // The measured tables are in the profile too (they replace the model where they cover).
   EXPECT_EQ(got.calibration.gemm.size(), synthetic_gemms(truth, Precision::kBf16).size());
   ASSERT_EQ(got.calibration.collectives.size(), 1u);

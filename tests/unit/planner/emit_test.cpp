@@ -56,6 +56,11 @@ Plan uneven(Plan p) {
   return p;
 }
 
+Plan offloaded(Plan p, int layers) {
+  p.offload_layers = layers;
+  return p;
+}
+
 // The golden launch set (issue #17): each case in every format that can express it; the
 // others must refuse it naming the rule and its source (GoldenRefusalsNameTheirSource).
 std::vector<LaunchCase> cases() {
@@ -145,6 +150,19 @@ std::vector<LaunchCase> cases() {
        make_plan(8, 2, 1, 4, 1, 1, 1, Recompute::kSelective, 1, 512, "1f1b"),
        8192,
        {"megatron"}},
+      // Llama 3 70B FP8 (current scaling) on 64 GB200, Megatron-FSDP, the activations of 40 of
+      // its 80 layers offloaded to the Grace memory: Megatron-Bridge's GB200 recipe
+      // (scripts/performance/configs/llama/llama3_workload_base_configs.py @74695a06d,
+      // cpu_offloading_num_layers=40, use_megatron_fsdp).
+      {"llama3-70b_64xgb200_offload",
+       "llama3-70b",
+       "gb200-nvl72",
+       64,
+       offloaded(make_plan(1, 1, 1, 64, 1, 1, 3, Recompute::kNone, 2, 256, "1f1b"), 40),
+       8192,
+       {"megatron"},
+       Precision::kFp8,
+       Fp8Recipe::kTensorwise},
       // Qwen3-235B-A22B: q/k norms, 128 experts; 94 layers on 4 stages (23 first and last).
       {"qwen3-235b-a22b_256xh100",
        "qwen3-235b-a22b",

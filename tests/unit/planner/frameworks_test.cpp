@@ -218,5 +218,25 @@ TEST(Frameworks, MoeRules) {
   EXPECT_EQ(framework_refusal(Framework::kMegatron, p, moe), nullptr);  // Megatron-FSDP runs it
 }
 
+// Megatron-Core offloads activations neither with a pipeline nor with recomputation
+// (transformer_config.py:1891-1899 @d98e8a6); Megatron-DeepSpeed and torchtitan have no
+// layer-wise activation offloading.
+TEST(FrameworkRules, ActivationOffloadingIsMegatronCoresWithoutPipelineOrRecompute) {
+  const ModelSpec m = load_model("llama3-8b");
+  Plan off;
+  off.dp = 8;
+  off.offload_layers = 8;
+  EXPECT_EQ(framework_refusal(Framework::kMegatron, off, m), nullptr);
+  Plan piped = off;
+  piped.pp = 2;
+  piped.dp = 4;
+  EXPECT_NE(framework_refusal(Framework::kMegatron, piped, m), nullptr);
+  Plan rec = off;
+  rec.recompute = Recompute::kSelective;
+  EXPECT_NE(framework_refusal(Framework::kMegatron, rec, m), nullptr);
+  EXPECT_NE(framework_refusal(Framework::kDeepSpeed, off, m), nullptr);
+  EXPECT_NE(framework_refusal(Framework::kTorchtitan, off, m), nullptr);
+}
+
 }  // namespace
 }  // namespace dtplan

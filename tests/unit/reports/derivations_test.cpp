@@ -1,7 +1,7 @@
 // Derivations: every formula's value equals the figure the estimator reports for the same
 // quantity, over plans that exercise each branch (ZeRO 0/1/2/3, MoE experts, 1F1B, interleaved,
-// GPipe and a schedule without a closed-form bubble), and one figure checked against an
-// independent hand computation.
+// GPipe, a schedule without a closed-form bubble, activation offloading), and one figure checked
+// against an independent hand computation.
 #include "reports/derivations.h"
 
 #include <gtest/gtest.h>
@@ -38,6 +38,12 @@ Plan plan(int tp, int pp, int dp, int zero, const char* schedule, int vpp = 1, i
   return p;
 }
 
+Plan offloaded(Plan p, int layers) {
+  p.recompute = Recompute::kNone;
+  p.offload_layers = layers;
+  return p;
+}
+
 std::vector<Case> cases() {
   return {
       {"gpt3-175b", "dgx-a100-80g", 256, 2048, 1536, plan(8, 8, 4, 1, "interleaved", 3)},
@@ -48,6 +54,9 @@ std::vector<Case> cases() {
       {"llama3-70b", "dgx-h100", 64, 4096, 256, plan(4, 4, 4, 1, "zb-h1")},
       {"mixtral-8x7b", "dgx-h100", 64, 4096, 256, plan(2, 2, 16, 1, "1f1b", 1, 8)},
       {"llama3-8b", "dgx-h100", 16, 4096, 128, plan(1, 1, 16, 0, "1f1b")},
+      // Activation offloading (Megatron-Core's CPU offloading of the first layers).
+      {"llama3-70b", "gb200-nvl72", 64, 8192, 128, offloaded(plan(2, 1, 32, 1, "1f1b"), 40)},
+      {"mixtral-8x7b", "dgx-h100", 64, 4096, 256, offloaded(plan(2, 1, 32, 1, "1f1b", 1, 8), 16)},
   };
 }
 

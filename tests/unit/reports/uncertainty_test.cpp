@@ -75,8 +75,8 @@ TEST(Uncertainty, TheBandScalesEachFigure) {
 }
 
 TEST(Uncertainty, WarningsTravelWithTheNumbers) {
-  // dgx-h100's efficiency is initial values (efficiency.status); dgx-a100-80g's is fitted.
-  const Case h = llama8b("dgx-h100");
+  // h100-96g-500w's efficiency is initial values (efficiency.status); dgx-a100-80g's is fitted.
+  const Case h = llama8b("h100-96g-500w");
   const ErrorBandTable hopper = record("hopper");
   EXPECT_TRUE(
       has(uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron", {}, &hopper), "profile-not-fitted"));

@@ -46,6 +46,28 @@ TEST(Accuracy, SummaryStatistics) {
   EXPECT_DOUBLE_EQ(s.max_abs_pct, 10);
   ASSERT_EQ(s.groups.size(), 2u);
   EXPECT_DOUBLE_EQ(s.groups[0].mape_pct, 17 / 3.0);
+  EXPECT_EQ(s.memory_cases, 0);
+}
+
+// Peak memory is summarised over the predicted cases whose source prints it; a skipped case
+// with a printed figure does not count.
+TEST(Accuracy, MemorySummaryOverPrintedPeaks) {
+  std::vector<CaseResult> r(4);
+  const double printed[] = {40, 50, 0, 20}, predicted[] = {37, 56, 30, 19};
+  for (int i = 0; i < 4; ++i) {
+    r[i].id = std::to_string(i);
+    r[i].group = "g";
+    r[i].measured_s = r[i].predicted_s = 1;
+    if (printed[i] > 0) r[i].measured_peak_memory_gib = printed[i];
+    r[i].predicted_peak_memory_gib = predicted[i];
+  }
+  r[3].skipped = "no layout";
+  const AccuracySummary s = summarize(r);
+  // Cases 0 and 1: -7.5% and +12%; case 2 prints none, case 3 is skipped.
+  EXPECT_EQ(s.memory_cases, 2);
+  EXPECT_NEAR(s.memory_mape_pct, (7.5 + 12) / 2.0, 1e-12);
+  EXPECT_NEAR(s.memory_mean_signed_pct, (-7.5 + 12) / 2.0, 1e-12);
+  EXPECT_EQ(s.memory_cases_within_10pct, 1);
 }
 
 // Writes `text` to a temporary case file and returns its path.

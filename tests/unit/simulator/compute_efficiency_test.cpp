@@ -13,8 +13,17 @@
 namespace dtplan {
 namespace {
 
+// The kernel curves are what cuBLAS and cuDNN reach on their own (the published benchmarks);
+// the profile's fitted sustained_compute_fraction (clocks under a whole step's power draw) is
+// taken off here and tested on its own below.
+HardwareProfile kernel_only(const char* stem) {
+  HardwareProfile hw = load_profile(stem);
+  hw.efficiency.sustained_compute_fraction = 1.0;
+  return hw;
+}
+
 TEST(ComputeEfficiency, FpEightGemmsHaveTheirOwnAsymptote) {
-  const HardwareProfile h100 = load_profile("dgx-h100");
+  const HardwareProfile h100 = kernel_only("dgx-h100");
   const ComputeCostModel bf16{&h100, Precision::kBf16}, fp8{&h100, Precision::kFp8};
   // 8192^3 tiles the 132 SMs' waves in whole 128x128 tiles: 4096 tiles in 32 waves (31.03 of
   // 132), so both carry the same wave quantization; only the asymptote and saturation differ.
@@ -33,7 +42,7 @@ TEST(ComputeEfficiency, FpEightGemmsHaveTheirOwnAsymptote) {
 }
 
 TEST(ComputeEfficiency, AttentionFollowsTheKernelCurveInSequenceLength) {
-  const HardwareProfile h100 = load_profile("dgx-h100");
+  const HardwareProfile h100 = kernel_only("dgx-h100");
   const ComputeCostModel cm{&h100, Precision::kBf16};
   // cuDNN on H100, causal, head dim 128 (FlashAttention-3 paper's cuDNN curves): forward
   // 0.565 s/(s+375), backward 0.545 s/(s+790).
@@ -60,7 +69,7 @@ TEST(ComputeEfficiency, AttentionFollowsTheKernelCurveInSequenceLength) {
 }
 
 TEST(ComputeEfficiency, GroupedExpertGemmsSaturatePerGroup) {
-  const HardwareProfile h100 = load_profile("dgx-h100");
+  const HardwareProfile h100 = kernel_only("dgx-h100");
   const ComputeCostModel cm{&h100, Precision::kBf16};
   // 8 experts of 192 tokens, 4096 x 4096: 2 x 32 tiles each (192 rows pad to 256), 512 tiles in
   // 4 waves of 132 SMs; each group saturates on its own 6.44 GFLOP.
@@ -76,12 +85,26 @@ TEST(ComputeEfficiency, GroupedExpertGemmsSaturatePerGroup) {
 }
 
 TEST(ComputeEfficiency, AProfileWithoutAKernelCurveKeepsTheGemmAsymptote) {
-  HardwareProfile hw = load_profile("dgx-h100");
+  HardwareProfile hw = kernel_only("dgx-h100");
   hw.efficiency.attention_fwd_max_fraction = hw.efficiency.attention_bwd_max_fraction = 0.8;
   hw.efficiency.attention_fwd_half_seq = hw.efficiency.attention_bwd_half_seq = 0;
   const ComputeCostModel cm{&hw, Precision::kBf16};
   EXPECT_DOUBLE_EQ(cm.attention_efficiency(512, 64, false), 0.8);
   EXPECT_DOUBLE_EQ(cm.attention_efficiency(65536, 256, true), 0.8);
+}
+
+TEST(ComputeEfficiency, SustainedFractionScalesGemmsAndAttentionAlike) {
+  const HardwareProfile kernel = kernel_only("dgx-h100");
+  const HardwareProfile sustained = load_profile("dgx-h100");
+  const double k = sustained.efficiency.sustained_compute_fraction;
+  // dgx-h100 carries the fitted value (docs/accuracy.md); it must be a real derating.
+  EXPECT_GT(k, 0.5);
+  EXPECT_LT(k, 1.0);
+  const ComputeCostModel a{&kernel, Precision::kBf16}, b{&sustained, Precision::kBf16};
+  EXPECT_NEAR(b.gemm_efficiency(8192, 8192, 8192), k * a.gemm_efficiency(8192, 8192, 8192), 1e-12);
+  EXPECT_NEAR(b.attention_efficiency(4096, 128, true), k * a.attention_efficiency(4096, 128, true),
+              1e-12);
+  EXPECT_NEAR(b.gemm_s(4096, 4096, 4096, 1), a.gemm_s(4096, 4096, 4096, 1) / k, 1e-12);
 }
 
 }  // namespace
