@@ -148,8 +148,7 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
     const double moe = m.moe && !full ? layer_activation_bytes(m, w, p, true) : dense;
     // Activation offloading: the offloaded layers keep nothing on the GPU but the one whose
     // copy is in flight (memory_model.cpp, offloaded_layers()).
-    const RankLayers off =
-        p.offload_layers > 0 && !full ? offloaded_layers(p, l) : RankLayers{};
+    const RankLayers off = p.offload_layers > 0 && !full ? offloaded_layers(p, l) : RankLayers{};
     const double in_flight_copy = off.total() > 0 ? (off.moe > 0 ? moe : dense) : 0.0;
     const int kept_dense = l.dense - off.dense, kept_moe = l.moe - off.moe;
     const double per_mb = kept_dense * dense + kept_moe * moe + in_flight_copy;

@@ -122,8 +122,7 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
   // Each plan with its p10-p90 (reports/uncertainty.h); the first plan's warnings once.
   auto banded = [&](const Candidate& cand, Uncertainty* keep) {
     PlanRow row = make_row(m, w, cand);
-    const Uncertainty u =
-        uncertainty_of(m, c, w, cand.plan, cand.estimate, d.framework);
+    const Uncertainty u = uncertainty_of(m, c, w, cand.plan, cand.estimate, d.framework);
     row.band = u.band.found;
     row.step_low_s = u.step_low_s;
     row.step_high_s = u.step_high_s;

@@ -99,13 +99,14 @@ DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatche
     c.bytes = reductions * s.reduce_bytes + s.gather_bytes;
     c.trailing_s = s.reduce_s;
     c.trailing_bytes = s.reduce_bytes;
-    c.trailing_exposed_s =
-        std::max(0.0, trailing_exposed_s(s.reduce_s, window_s, p.overlap_grad_reduce, s.bucket_share) -
-                      slack_s);
+    c.trailing_exposed_s = std::max(
+        0.0,
+        trailing_exposed_s(s.reduce_s, window_s, p.overlap_grad_reduce, s.bucket_share) - slack_s);
     c.gather_s = s.gather_s;
     c.gather_bytes = s.gather_bytes;
-    c.gather_exposed_s =
-        p.overlap_param_gather ? std::max(s.bucket_share * s.gather_s, s.gather_s - f_s) : s.gather_s;
+    c.gather_exposed_s = p.overlap_param_gather
+                             ? std::max(s.bucket_share * s.gather_s, s.gather_s - f_s)
+                             : s.gather_s;
     const double earlier =
         p.overlap_grad_reduce ? std::max(0.0, s.reduce_s - (f_s + bw_s)) : s.reduce_s;
     c.exposed_s = (reductions - 1) * earlier + c.trailing_exposed_s + c.gather_exposed_s;

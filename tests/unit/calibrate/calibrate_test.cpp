@@ -161,10 +161,10 @@ TEST(Replay, SyntheticCsvRoundTripsThroughTheCalibratedProfile) {
   {
     const auto& g0 = got.calibration.gemm.front();
     const ComputeCostModel cm{&got, Precision::kBf16};
-    EXPECT_NEAR(cm.gemm_s(g0.m, g0.n, g0.k, 1),
-                2.0 * g0.m * g0.n * g0.k /
-                    (g0.tflops * 1e12 * got.efficiency.sustained_compute_fraction),
-                1e-12);
+    EXPECT_NEAR(
+        cm.gemm_s(g0.m, g0.n, g0.k, 1),
+        2.0 * g0.m * g0.n * g0.k / (g0.tflops * 1e12 * got.efficiency.sustained_compute_fraction),
+        1e-12);
   }
   // The measured tables are in the profile too (they replace the model where they cover).
   EXPECT_EQ(got.calibration.gemm.size(), synthetic_gemms(truth, Precision::kBf16).size());
