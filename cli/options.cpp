@@ -332,9 +332,10 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   // last stages give up layers, as the Llama 3 paper's 126 layers on 16 stages: 7 / 8 x 14 / 7)
   // by default, and say so.
   const int chunks = p.pp * p.vpp;
-  // Interleaved, Megatron-Core cannot give the first and last stages fewer layers
-  // (decoder_first/last_pipeline_num_layers must divide by vpp): count the embedding and the
-  // loss as layers instead, where that divides (as the search does).
+  // Interleaved, Megatron-Core's --decoder-first/last-pipeline-num-layers must divide by vpp:
+  // count the embedding and the loss as layers instead where that divides (as the search does),
+  // else take the uneven split below, which the launch files write as a
+  // --pipeline-model-parallel-layout.
   if (!p.uneven_pp && !p.account_for_embedding && !p.account_for_loss && p.vpp > 1 &&
       p.split_stages == 0 && r.model.layers % chunks != 0) {
     if ((r.model.layers + 2) % chunks == 0 && (r.model.layers + 2) / chunks >= 2) {
@@ -345,24 +346,24 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
           "embedding and the loss as layers ({} per chunk: "
           "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)\n",
           r.model.layers, chunks, (r.model.layers + 2) / chunks);
-    } else {
+    } else if (!uneven_split_exists(r.model.layers, p.pp, p.vpp)) {
       violations.push_back(
           {"--vpp", fmt::format("{} layers do not divide into pp*vpp = {} chunks, nor {} with the "
-                                "embedding and loss counted; interleaving needs one of them",
+                                "embedding and loss counted, nor unevenly; interleaving needs "
+                                "one of them",
                                 r.model.layers, chunks, r.model.layers + 2)});
     }
   }
   if (!p.uneven_pp && !p.account_for_embedding && !p.account_for_loss && chunks > 1 &&
       p.split_stages == 0 && r.model.layers >= chunks && r.model.layers % chunks != 0 &&
-      uneven_split_exists(r.model.layers, chunks)) {
+      uneven_split_exists(r.model.layers, p.pp, p.vpp)) {
     p.uneven_pp = true;
-    const int mid = (r.model.layers + chunks - 1) / chunks;
-    const int rest = r.model.layers - (chunks - 2) * mid;
+    const UnevenEnds u = uneven_ends(r.model.layers, chunks);
     fmt::print(stderr,
                "dtplan: note: {} layers do not divide into pp*vpp = {} chunks; using the uneven "
                "split {} / {} x {} / {} (first and last chunks take fewer; --uneven-pp says so "
                "explicitly)\n",
-               r.model.layers, chunks, rest / 2, mid, chunks - 2, rest - rest / 2);
+               r.model.layers, chunks, u.first, u.middle, chunks - 2, u.last);
   }
   p.overlap_grad_reduce = !o.no_overlap_grad_reduce;
   p.overlap_param_gather = !o.no_overlap_param_gather;

@@ -75,10 +75,20 @@ std::string Plan::describe() const {
   return s;
 }
 
-bool uneven_split_exists(int layers, int chunks) {
+UnevenEnds uneven_ends(int layers, int chunks) {
+  UnevenEnds u;
+  u.middle = (layers + chunks - 1) / chunks;
+  const int rest = layers - (chunks - 2) * u.middle;
+  u.last = std::max(0, rest / 2);
+  u.first = std::max(0, rest - u.last);
+  return u;
+}
+
+bool uneven_split_exists(int layers, int pp, int vpp) {
+  const int chunks = pp * vpp;
   if (chunks <= 2) return layers >= chunks;
   const int mid = (layers + chunks - 1) / chunks;
-  return layers - (chunks - 2) * mid >= 2;  // at least one layer each for the first and last
+  return layers - (chunks - 2) * mid >= (vpp > 1 ? 1 : 2);
 }
 
 std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Workload& w,
@@ -148,16 +158,23 @@ std::vector<Violation> validate_plan(const ModelSpec& m, int num_gpus, const Wor
           fmt::format("layers + embedding/loss ({}) are not divisible by pp*vpp = {}{}", counted,
                       chunks, p.vpp == 1 ? " into stages of at least one decoder layer" : ""));
   } else if (p.split_stages == 0 && m.layers % chunks != 0 &&
-             uneven_split_exists(m.layers, static_cast<int>(chunks)) && !p.uneven_pp)
+             uneven_split_exists(m.layers, p.pp, p.vpp) && !p.uneven_pp)
     add("--pp", fmt::format("layers ({}) are not divisible by pp*vpp = {}; pass --uneven-pp to "
                             "let the first and last stages take fewer layers",
                             m.layers, chunks));
   else if (p.split_stages == 0 && m.layers % chunks != 0 &&
-           !uneven_split_exists(m.layers, static_cast<int>(chunks)))
+           !uneven_split_exists(m.layers, p.pp, p.vpp)) {
+    const int64_t mid = (m.layers + chunks - 1) / chunks;
+    const int64_t left = m.layers - (chunks - 2) * mid;
     add("--pp", fmt::format("layers ({}) are not divisible by pp*vpp = {}, and no split exists "
                             "with fewer layers on the first and last chunks (the {} middle "
-                            "chunks would take {} each, more than all the layers)",
-                            m.layers, chunks, chunks - 2, (m.layers + chunks - 1) / chunks));
+                            "chunks would take {} each, {})",
+                            m.layers, chunks, chunks - 2, mid,
+                            left < 0 ? std::string("more than all the layers")
+                                     : fmt::format("leaving {} for the first and last, which "
+                                                   "need one each",
+                                                   left)));
+  }
   if (p.split_stages != 0 || p.split_layers != 0) {
     const int k = p.split_stages, a = p.split_layers;
     const int64_t rest = int64_t{m.layers} - int64_t{k} * a;

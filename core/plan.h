@@ -168,9 +168,21 @@ double stage_memory_capacity_bytes(const Cluster& c, const Plan& p, int stage);
 std::vector<Violation> validate_against_cluster(const Cluster& c, const Workload& w, const Plan& p);
 
 // Checks the plan against the model, the GPU count and the workload. Empty = valid.
-// Whether `layers` split into `chunks` pipeline chunks with ceil(layers/chunks) in every middle
-// chunk leaves at least one layer each for the first and last (the uneven split, uneven_pp).
-bool uneven_split_exists(int layers, int chunks);
+// Whether `layers` split into pp*vpp pipeline chunks with ceil(layers/chunks) in every middle
+// chunk leaves the first and last chunks a share of the rest (the uneven split, uneven_pp): at
+// least one layer each without interleaving (Megatron's --decoder-first/last-pipeline-num-layers
+// must be > 0, transformer_config.py:2303 @d98e8a6); with virtual stages one layer in all, the
+// last chunk then holding no decoder layer but the loss, as a --pipeline-model-parallel-layout
+// allows (DeepSeek-V3's performance recipe: 'Et|(tt|)*30mL',
+// src/megatron/bridge/perf_recipes/deepseek/h100/deepseek_v3.py:48 @067f987;
+// pipeline_parallel_layer_layout.py validate_layer_layout requires no decoder layer per chunk).
+bool uneven_split_exists(int layers, int pp, int vpp);
+// The uneven split's first and last chunks' layers: the rest after the middle chunks, its larger
+// half first (the last chunk holds the output layer and the loss).
+struct UnevenEnds {
+  int middle = 0, first = 0, last = 0;
+};
+UnevenEnds uneven_ends(int layers, int chunks);
 
 std::vector<Violation> validate_plan(const ModelSpec& model, int num_gpus, const Workload& w,
                                      const Plan& p);

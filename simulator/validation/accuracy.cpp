@@ -410,7 +410,7 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
                       // embedding and the loss as pipeline layers (Llama 3.1 405B: 126 + 2 on
                       // 16 x 8 chunks): the split that divides, both counted first.
                       if (p.uneven_pp && p.pp > 1 &&
-                          !uneven_split_exists(c.model.layers, p.pp * p.vpp)) {
+                          !uneven_split_exists(c.model.layers, p.pp, p.vpp)) {
                         const int chunks = p.pp * p.vpp;
                         for (int e : {1, 0})
                           for (int l : {1, 0})

@@ -7,16 +7,15 @@
 namespace dtplan {
 
 // Layers in chunk c of n chunks (even split; with uneven_pp the first and last chunks give up
-// the remainder so every middle chunk has ceil(L/n)).
+// the remainder so every middle chunk has ceil(L/n): uneven_ends()).
 static void chunk_range(int layers, int n, int c, bool uneven, int& begin, int& end) {
   if (!uneven || layers % n == 0 || n <= 2) {
     begin = static_cast<int>(static_cast<long long>(layers) * c / n);
     end = static_cast<int>(static_cast<long long>(layers) * (c + 1) / n);
     return;
   }
-  const int mid = (layers + n - 1) / n;
-  const int rest = layers - (n - 2) * mid;
-  const int first = std::max(0, rest / 2), last = std::max(0, rest - first);
+  const UnevenEnds u = uneven_ends(layers, n);
+  const int mid = u.middle, first = u.first, last = u.last;
   if (c == 0) {
     begin = 0;
     end = first;

@@ -139,11 +139,23 @@ namespace {
 // The uneven split: every middle chunk takes ceil(L / n) layers, the first and last share the
 // rest. Llama 3 405B (126 layers) on 16 stages is 7 / 8 x 14 / 7 (Llama 3 paper, section 3.3.2).
 TEST(PlanValidation, UnevenSplitExistsWhenFirstAndLastKeepALayer) {
-  EXPECT_TRUE(uneven_split_exists(126, 16));  // 126 - 14 x 8 = 14 = 7 + 7
-  EXPECT_TRUE(uneven_split_exists(32, 5));    // 32 - 3 x 7 = 11 = 5 + 6
-  EXPECT_TRUE(uneven_split_exists(32, 12));   // 32 - 10 x 3 = 2 = 1 + 1
-  EXPECT_FALSE(uneven_split_exists(32, 20));  // 32 - 18 x 2 < 0
-  EXPECT_FALSE(uneven_split_exists(9, 8));    // 9 - 6 x 2 < 0
+  EXPECT_TRUE(uneven_split_exists(126, 16, 1));  // 126 - 14 x 8 = 14 = 7 + 7
+  EXPECT_TRUE(uneven_split_exists(32, 5, 1));    // 32 - 3 x 7 = 11 = 6 + 5
+  EXPECT_TRUE(uneven_split_exists(32, 12, 1));   // 32 - 10 x 3 = 2 = 1 + 1
+  EXPECT_FALSE(uneven_split_exists(32, 20, 1));  // 32 - 18 x 2 < 0
+  EXPECT_FALSE(uneven_split_exists(9, 8, 1));    // 9 - 6 x 2 < 0
+  // DeepSeek-V3 on 8 stages x 4 virtual: 61 - 30 x 2 = 1, the first chunk's; the last holds
+  // only the loss (Megatron-Bridge's layout 'Et|(tt|)*30mL'). Without virtual stages the first
+  // and last stage need a layer each.
+  EXPECT_TRUE(uneven_split_exists(61, 8, 4));
+  EXPECT_FALSE(uneven_split_exists(61, 32, 1));
+  const UnevenEnds ds = uneven_ends(61, 32);
+  EXPECT_EQ(ds.middle, 2);
+  EXPECT_EQ(ds.first, 1);
+  EXPECT_EQ(ds.last, 0);
+  const UnevenEnds odd = uneven_ends(32, 5);  // the larger half first
+  EXPECT_EQ(odd.first, 6);
+  EXPECT_EQ(odd.last, 5);
   const ModelSpec m = load_model("llama3-8b");
   Workload w;
   Plan p;

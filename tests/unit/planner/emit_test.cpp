@@ -134,12 +134,21 @@ std::vector<LaunchCase> cases() {
        4096,
        {"megatron", "deepspeed"}},
       // DeepSeek-V3: MLA, MTP on the last stage, EP64, the sigmoid group-limited router;
-      // 61 layers on 16 stages (2 first, 3 last).
+      // 61 layers on 16 stages (3 first, 2 last).
       {"deepseek-v3_1024xh100",
        "deepseek-v3",
        "dgx-h100",
        1024,
        uneven(make_plan(1, 16, 1, 64, 64, 1, 1, Recompute::kFull, 1, 4096, "1f1b")),
+       4096,
+       {"megatron"}},
+      // DeepSeek-V3 as Megatron-Bridge's GB200 recipes run it: 8 stages x 4 virtual, 61 layers
+      // on 32 chunks, the last holding only the MTP module and the loss.
+      {"deepseek-v3_256xgb200_vpp",
+       "deepseek-v3",
+       "gb200-nvl72",
+       256,
+       uneven(make_plan(1, 8, 1, 32, 32, 4, 1, Recompute::kNone, 1, 4096, "interleaved")),
        4096,
        {"megatron"}},
       // Qwen2.5-72B: Q/K/V biases.
@@ -682,9 +691,10 @@ TEST(Emitters, MegatronModelFields) {
   EXPECT_EQ(d["--rope-type"], "yarn");
   EXPECT_EQ(d["--rotary-scaling-factor"], "40");
   EXPECT_EQ(d["--mtp-num-layers"], "1");
-  // 61 layers on 16 stages with virtual stages 1: first/last counts, not a layout.
-  EXPECT_EQ(d["--decoder-first-pipeline-num-layers"], "2");
-  EXPECT_EQ(d["--decoder-last-pipeline-num-layers"], "3");
+  // 61 layers on 16 stages with virtual stages 1: first/last counts, not a layout; 61 - 14 x 4
+  // = 5, the larger half on the first stage (the last holds the output layer and the loss).
+  EXPECT_EQ(d["--decoder-first-pipeline-num-layers"], "3");
+  EXPECT_EQ(d["--decoder-last-pipeline-num-layers"], "2");
   // Uneven with virtual stages: the layout, without --num-virtual-stages-per-pipeline-rank
   // (arguments.py:928-939) or first/last counts (transformer_config.py:2305-2317 @d98e8a6).
   auto v = args("llama3.1-405b_1024xh100_uneven_vpp");
@@ -694,6 +704,14 @@ TEST(Emitters, MegatronModelFields) {
   for (int c = 1; c < 31; ++c) layout += "|tttt";
   layout += "|tttL";
   EXPECT_EQ(v["--pipeline-model-parallel-layout"], layout);
+  // DeepSeek-V3 on 8 x 4 chunks: Megatron-Bridge's performance recipe's layout for it,
+  // 'Et|(tt|)*30mL' (src/megatron/bridge/perf_recipes/deepseek/h100/deepseek_v3.py:48,
+  // NVIDIA-NeMo/Megatron-Bridge@067f987), written out in full.
+  auto ds = args("deepseek-v3_256xgb200_vpp");
+  std::string ds_layout = "Et";
+  for (int c = 1; c < 31; ++c) ds_layout += "|tt";
+  ds_layout += "|mL";
+  EXPECT_EQ(ds["--pipeline-model-parallel-layout"], ds_layout);
 }
 
 }  // namespace
