@@ -53,8 +53,8 @@ FrameworkCheck select_framework(const std::string& spec, const CLI::App& cmd, Re
   auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
   FrameworkPlanGiven g;
   g.tp_comm_overlap = given("--tp-comm-overlap");
-  g.grad_reduce_overlap = given("--no-overlap-grad-reduce");
-  g.param_gather_overlap = given("--no-overlap-param-gather");
+  g.grad_reduce_overlap = given("--no-overlap-grad-reduce") || given("--overlap-grad-reduce");
+  g.param_gather_overlap = given("--no-overlap-param-gather") || given("--overlap-param-gather");
   g.fp8_recipe = given("--fp8-recipe");
   g.grads = given("--grads");
   apply_framework_defaults(f, g, r.plan, r.workload);

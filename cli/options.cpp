@@ -158,11 +158,22 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
                  "equal share of the rest (Megatron-Core --pipeline-model-parallel-layout; for "
                  "device groups of different speeds: docs/heterogeneous.md)")
       ->group(g);
-  app.add_flag("--no-overlap-grad-reduce", o.no_overlap_grad_reduce,
-               "Do not overlap the gradient reduce with backward")
+  CLI::Option* no_grad = app.add_flag("--no-overlap-grad-reduce", o.no_overlap_grad_reduce,
+                                      "Do not overlap the gradient reduce with backward")
+                             ->group(g);
+  // The defaults, said explicitly: they win over a framework profile's `false` (--framework).
+  app.add_flag("--overlap-grad-reduce", o.overlap_grad_reduce,
+               "Overlap the gradient reduce with backward (the default; over a framework "
+               "profile's default)")
+      ->excludes(no_grad)
       ->group(g);
-  app.add_flag("--no-overlap-param-gather", o.no_overlap_param_gather,
-               "Do not overlap the parameter all-gather with forward")
+  CLI::Option* no_gather = app.add_flag("--no-overlap-param-gather", o.no_overlap_param_gather,
+                                        "Do not overlap the parameter all-gather with forward")
+                               ->group(g);
+  app.add_flag("--overlap-param-gather", o.overlap_param_gather,
+               "Overlap the parameter all-gather with forward (the default; over a framework "
+               "profile's default)")
+      ->excludes(no_gather)
       ->group(g);
   app.add_flag("--tp-comm-overlap", o.tp_comm_overlap, "Overlap TP communication with GEMMs")
       ->group(g);

@@ -50,6 +50,8 @@ struct PlanOptions {
   std::string stage_split;  // "K:A" (Plan::split_stages, split_layers); "" = none
   bool no_overlap_grad_reduce = false;
   bool no_overlap_param_gather = false;
+  bool overlap_grad_reduce = false;   // given explicitly (the default is on)
+  bool overlap_param_gather = false;  // given explicitly (the default is on)
   bool tp_comm_overlap = false;
   bool ep_comm_overlap = false;
   std::string rank_order = "tp-cp-ep-dp-pp";

@@ -299,7 +299,8 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
     ef.collective_overhead_us = e.get_double("collective_overhead_us", 0, true);
     ef.comm_compute_slowdown = e.get_double("comm_compute_slowdown", 0, true);
     if (ef.comm_compute_slowdown >= 1.0) e.fail("comm_compute_slowdown", "must be < 1");
-    ef.status = e.opt_enum("status", {"fitted", "copied", "initial"}).value_or("initial");
+    ef.status =
+        e.opt_enum("status", {"fitted", "copied", "partial", "initial"}).value_or("initial");
     ef.source = e.get_string("source");
     e.finish();
   }

@@ -101,8 +101,10 @@ struct EfficiencyParams {
   double collective_overhead_us = 10;  // per collective: launch and rank synchronization
   double comm_compute_slowdown = 0.05;
   // How the values were set: "fitted" (to measured runs by scripts/fit_efficiency.py),
-  // "copied" (from a fitted profile of the same GPU and stack) or "initial" (datasheets and
-  // microbenchmarks, not yet fitted: estimates warn, `profile-not-fitted`).
+  // "copied" (from a fitted profile of the same GPU and stack), "partial" (some values fitted or
+  // copied from a fitted profile, the others initial; the source says which: estimates warn,
+  // `profile-partly-fitted`) or "initial" (datasheets and microbenchmarks, not yet fitted:
+  // estimates warn, `profile-not-fitted`).
   std::string status = "initial";
   std::string source;
 };

@@ -28,6 +28,13 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
          fmt::format("profile {}: its efficiency values are initial values (datasheets and "
                      "microbenchmarks), not fitted to measured runs, and it holds no calibration",
                      hw.name)});
+  if (hw.efficiency.status == "partial" && hw.calibration.empty())
+    u.warnings.push_back(
+        {"profile-partly-fitted",
+         fmt::format("profile {}: some of its efficiency values are fitted to measured runs (or "
+                     "copied from a fitted profile), the others are initial values (datasheets "
+                     "and microbenchmarks); its efficiency source says which",
+                     hw.name)});
   if (!table) table = shipped_bands();
   const Regime r = regime_of(hw, m, w, p, c.num_gpus, framework);
   if (!table) {

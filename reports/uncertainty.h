@@ -15,7 +15,8 @@
 namespace dtplan {
 
 struct NumberWarning {
-  std::string code;  // profile-not-fitted, regime-sparse, no-error-band, outside-calibration, ...
+  std::string code;     // profile-not-fitted, profile-partly-fitted, regime-sparse, no-error-band,
+                        // outside-calibration, ...
   std::string message;  // one sentence
 };
 

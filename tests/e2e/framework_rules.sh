@@ -23,7 +23,7 @@ fw = j["framework"]
 assert fw["name"] == "megatron" and fw["given"] is False, fw
 assert len(fw["rules_applied"]) == 6 and all(r["rule"] for r in fw["rules_applied"]), fw
 # The framework's warnings; estimate adds how sure its numbers are (reports/uncertainty.h).
-number = {"profile-not-fitted", "regime-sparse", "no-error-band", "outside-calibration"}
+number = {"profile-not-fitted", "profile-partly-fitted", "regime-sparse", "no-error-band", "outside-calibration"}
 codes = [w["code"] for w in j["warnings"] if w["code"] not in number]
 assert codes == ["framework-cannot-run"], codes
 assert "torchtitan can (--framework torchtitan)" in j["warnings"][0]["message"], j["warnings"]
@@ -37,7 +37,7 @@ PY
   "$bin" $cmd "${zero3_pp[@]}" --json > "$cmd.z3.json" || fail "$cmd: ZeRO-3 PP exit $?"
   python3 -c "
 import json, sys
-number = {'profile-not-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
+number = {'profile-not-fitted', 'profile-partly-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
 codes = [w['code'] for w in json.load(open('$cmd.z3.json'))['warnings'] if w['code'] not in number]
 assert codes == ['megatron-fsdp', 'zero3-with-pp'], codes" || fail "$cmd: ZeRO-3 PP warnings"
   # Named, and the plan runs: that framework's rules, no warning.
@@ -47,7 +47,7 @@ assert codes == ['megatron-fsdp', 'zero3-with-pp'], codes" || fail "$cmd: ZeRO-3
 import json
 j = json.load(open('$cmd.tt.json'))
 assert j['framework']['name'] == 'torchtitan' and j['framework']['given'] is True, j['framework']
-number = {'profile-not-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
+number = {'profile-not-fitted', 'profile-partly-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
 assert len(j['framework']['rules_applied']) == 5, j
 assert [w for w in j['warnings'] if w['code'] not in number] == [], j" ||
     fail "$cmd: torchtitan JSON"
@@ -88,6 +88,20 @@ assert launches(given) == {1}, launches(given)     # --fp8-recipe delayed wins
 g16, g32 = bridge["memory"][0]["grads_gib"], given["memory"][0]["grads_gib"]
 assert abs(g32 / g16 - 2.0) < 1e-6, (g16, g32)     # 16-bit against fp32 gradients
 PY
+# A profile's `false` overlap default (megatron-deepspeed: DeepSpeed's overlap_comm off with
+# ZeRO 1-2 under pipelines) gives way to an explicit --overlap-grad-reduce, and both flags of a
+# pair together are refused (exit 2).
+ds=(--model llama3-8b --cluster dgx-h100 --gpus 16 --zero 1 --mbs 1 --gbs 32 --seq 4096)
+"$bin" estimate "${ds[@]}" --framework megatron-deepspeed --json > ds_off.json || fail "ds exit $?"
+"$bin" estimate "${ds[@]}" --framework megatron-deepspeed --overlap-grad-reduce --json > ds_on.json ||
+  fail "ds --overlap-grad-reduce exit $?"
+python3 - ds_off.json ds_on.json <<'PY' || fail "--overlap-grad-reduce over a profile's default"
+import json, sys
+off, on = (json.load(open(f))["breakdown"]["exposed_comm_s"]["dp"] for f in sys.argv[1:3])
+assert on < off, (on, off)
+PY
+rc=0; "$bin" estimate "${ds[@]}" --overlap-grad-reduce --no-overlap-grad-reduce 2> both.err || rc=$?
+[[ $rc -eq 2 ]] || fail "--overlap-grad-reduce with --no-overlap-grad-reduce: rc $rc $(cat both.err)"
 # An unknown framework names the rule sets and the profiles.
 if "$bin" estimate "${fp8[@]}" --framework megatron-brige 2> unknown.err; then fail "unknown framework accepted"; fi
 grep -q "unknown framework 'megatron-brige' (did you mean 'megatron-bridge'?); known: megatron, deepspeed, torchtitan, llm-foundry, megatron-bridge" unknown.err ||

@@ -85,6 +85,12 @@ TEST(Uncertainty, WarningsTravelWithTheNumbers) {
   const Uncertainty fitted = uncertainty_of(a.m, a.c, a.w, a.p, a.e, "megatron", {}, &ampere);
   EXPECT_FALSE(has(fitted, "profile-not-fitted"));
   EXPECT_TRUE(fitted.warnings.empty());
+  // dgx-h100: its sustained fraction fitted, its host and collective values initial.
+  const Case partly = llama8b("dgx-h100");
+  const Uncertainty p =
+      uncertainty_of(partly.m, partly.c, partly.w, partly.p, partly.e, "megatron", {}, &hopper);
+  EXPECT_TRUE(has(p, "profile-partly-fitted"));
+  EXPECT_FALSE(has(p, "profile-not-fitted"));
   // A record without this generation: no band (other GPUs do not stand in).
   const Uncertainty other_gpus = uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron", {}, &ampere);
   EXPECT_FALSE(other_gpus.band.found);
