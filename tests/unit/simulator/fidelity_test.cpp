@@ -169,16 +169,23 @@ TEST(GemmEfficiency, Mxfp8TakesItsOwnAsymptote) {
   EXPECT_NE(e.gemm_max_fraction_fp8, e.gemm_max_fraction_mxfp8);
 }
 
+// A group filling `nodes` 8-GPU nodes, every GPU of each busy.
+GroupPlacement dense_group(int nodes) {
+  GroupPlacement g;
+  g.size = 8 * nodes;
+  g.ranks_per_node = 8;
+  g.nodes = nodes;
+  g.node_gpus_busy = 8;
+  return g;
+}
+
 // NCCL prices LL128 and Simple and runs the cheaper: a 512-rank all-gather of 50 MB is
 // latency-bound (LL128: its per-step latencies 1.9/3.4 of Simple's on NVLink, 4.0/14 across the
-// network, 5.6 us more base, 0.92 of the bandwidth); an 8-rank 1 GB all-reduce is not.
+// network, 5.6 us more base, 0.92 of the bandwidth: src/graph/tuning.cc, NVIDIA/nccl@5067397c);
+// an 8-rank 1 GB all-reduce is not.
 TEST(RingProtocols, Ll128WhereLatencyDominates) {
   const HardwareProfile hw = load_profile("dgx-h100");
-  GroupPlacement g;
-  g.size = 512;
-  g.ranks_per_node = 8;
-  g.nodes = 64;
-  g.node_gpus_busy = 8;
+  const GroupPlacement g = dense_group(64);
   const LinkRates l = link_rates(hw, g);
   const double bytes = 50e6;
   const double beta = bytes * 511.0 / 512 / (l.inter_busbw_gbps * 1e9);
@@ -190,11 +197,7 @@ TEST(RingProtocols, Ll128WhereLatencyDominates) {
   const double overhead = hw.efficiency.collective_overhead_us * 1e-6;
   EXPECT_NEAR(collective_cost(hw, CollectiveOp::kAllGather, bytes, g).time_s, ll128 + overhead,
               1e-9);
-  GroupPlacement node;
-  node.size = 8;
-  node.ranks_per_node = 8;
-  node.nodes = 1;
-  node.node_gpus_busy = 8;
+  const GroupPlacement node = dense_group(1);
   const LinkRates ln = link_rates(hw, node);
   const double big = 1e9;
   const double b2 = big * 2 * 7 / 8 / (ln.intra_busbw_gbps * 1e9);
@@ -207,11 +210,7 @@ TEST(RingProtocols, Ll128WhereLatencyDominates) {
 // bandwidth min(0.5 busBw, llMaxBw 87.7 GB/s) (src/graph/tuning.cc, NVIDIA/nccl@5067397c).
 TEST(RingProtocols, LlForSmallMessages) {
   const HardwareProfile hw = load_profile("dgx-h100");
-  GroupPlacement node;
-  node.size = 8;
-  node.ranks_per_node = 8;
-  node.nodes = 1;
-  node.node_gpus_busy = 8;
+  const GroupPlacement node = dense_group(1);
   const LinkRates l = link_rates(hw, node);
   const double bytes = 64e3;
   const double ll = std::max(0.0, -1.8e-6 + 14 * l.alpha_intra_s * 0.6 / 3.4) +
