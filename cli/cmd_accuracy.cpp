@@ -19,7 +19,8 @@ namespace dtplan::cli {
 void register_accuracy(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand(
       "accuracy", "Predict published runs and compare with their measured step times");
-  static std::string cases_path, evaluator = "analytic", attention, out, group, bands_out;
+  static std::string cases_path, evaluator = "analytic", attention, out, group, bands_out,
+                                 dispatcher = "alltoall";
   static std::vector<std::string> only_profiles;
   static bool json = false, overlap = false, no_overlap = false, tp_overlap = false,
               no_tp_overlap = false, verbose = false;
@@ -45,6 +46,11 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
   cmd->add_flag("--no-tp-comm-overlap", no_tp_overlap,
                 "Override: TP communication is not overlapped in any case")
       ->excludes(tov);
+  cmd->add_option("--moe-dispatcher", dispatcher,
+                  "What-if: this MoE token dispatcher in every MoE case (the cases do not record "
+                  "theirs; default alltoall): deepep and hybridep send a token once per node")
+      ->check(CLI::IsMember({"alltoall", "deepep", "hybridep"}))
+      ->capture_default_str();
   cmd->add_option("--group", group,
                   "Only cases whose group starts with this prefix (several: comma-separated)");
   cmd->add_option("--profile", only_profiles, "Only cases on these hardware profiles");
@@ -61,6 +67,7 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
     if (!attention.empty()) opt.flash_attention = attention == "flash";
     if (overlap || no_overlap) opt.overlap_grad_reduce = overlap;
     if (tp_overlap || no_tp_overlap) opt.tp_comm_overlap = tp_overlap;
+    opt.moe_dispatcher = parse_moe_dispatcher(dispatcher).value_or(MoeDispatcher::kAllToAll);
     opt.des = evaluator == "des";
     opt.profile = [&](const std::string& name) -> const HardwareProfile* {
       auto it = profiles.find(name);
@@ -198,6 +205,7 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
                           {"attention", setting(opt.flash_attention, "flash", "unfused")},
                           {"overlap_grad_reduce", setting(opt.overlap_grad_reduce, "on", "off")},
                           {"tp_comm_overlap", setting(opt.tp_comm_overlap, "on", "off")},
+                          {"moe_dispatcher", to_string(opt.moe_dispatcher)},
                           {"null_defaults",
                            {{"attention", "unfused"},
                             {"overlap_grad_reduce", "off"},
@@ -264,10 +272,11 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       };
       fmt::format_to(o,
                      "framework settings: attention {}, gradient-reduce overlap {}, TP overlap {} "
-                     "(per case: the case's framework block; null: unfused, not overlapped)\n",
+                     "(per case: the case's framework block; null: unfused, not overlapped); MoE "
+                     "dispatcher {}\n",
                      setting(opt.flash_attention, "flash", "unfused"),
                      setting(opt.overlap_grad_reduce, "on", "off"),
-                     setting(opt.tp_comm_overlap, "on", "off"));
+                     setting(opt.tp_comm_overlap, "on", "off"), to_string(opt.moe_dispatcher));
     }
     write_output(text, out);
     ctx.exit_code = 0;

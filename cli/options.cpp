@@ -179,6 +179,12 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
       ->group(g);
   app.add_flag("--ep-comm-overlap", o.ep_comm_overlap, "Overlap EP all-to-all with compute")
       ->group(g);
+  app.add_option("--moe-dispatcher", o.moe_dispatcher,
+                 "MoE token dispatch: alltoall (one all-to-all), deepep or hybridep (Megatron's "
+                 "flex dispatcher: a token crosses the network once per destination node)")
+      ->check(CLI::IsMember({"alltoall", "deepep", "hybridep"}))
+      ->capture_default_str()
+      ->group(g);
   app.add_option("--rank-order", o.rank_order, "Rank order, innermost first")
       ->capture_default_str()
       ->group(g);
@@ -380,6 +386,7 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   p.overlap_param_gather = !o.no_overlap_param_gather;
   p.tp_comm_overlap = o.tp_comm_overlap;
   p.ep_comm_overlap = o.ep_comm_overlap;
+  p.moe_dispatcher = parse_moe_dispatcher(o.moe_dispatcher).value_or(MoeDispatcher::kAllToAll);
   if (const auto order = parse_rank_order(o.rank_order)) {
     p.rank_order = *order;
   } else {

@@ -54,6 +54,7 @@ struct PlanOptions {
   bool overlap_param_gather = false;  // given explicitly (the default is on)
   bool tp_comm_overlap = false;
   bool ep_comm_overlap = false;
+  std::string moe_dispatcher = "alltoall";
   std::string rank_order = "tp-cp-ep-dp-pp";
   std::string attention = "flash";
   std::string grads = "fp32";

@@ -56,6 +56,25 @@ std::string Plan::recompute_cell() const {
   return to_string(recompute);
 }
 
+const char* to_string(MoeDispatcher d) {
+  switch (d) {
+    case MoeDispatcher::kDeepEP:
+      return "deepep";
+    case MoeDispatcher::kHybridEP:
+      return "hybridep";
+    case MoeDispatcher::kAllToAll:
+      break;
+  }
+  return "alltoall";
+}
+
+std::optional<MoeDispatcher> parse_moe_dispatcher(const std::string& name) {
+  for (MoeDispatcher d :
+       {MoeDispatcher::kAllToAll, MoeDispatcher::kDeepEP, MoeDispatcher::kHybridEP})
+    if (name == to_string(d)) return d;
+  return std::nullopt;
+}
+
 std::string Plan::describe() const {
   std::string s = fmt::format("TP{} PP{} DP{}", tp, pp, dp);
   if (cp > 1) s += fmt::format(" CP{}", cp);
@@ -63,6 +82,8 @@ std::string Plan::describe() const {
   if (etp > 1) s += fmt::format(" ETP{}", etp);
   if (vpp > 1) s += fmt::format(" VPP{}", vpp);
   if (sp) s += " SP";
+  if (ep > 1 && moe_dispatcher != MoeDispatcher::kAllToAll)
+    s += fmt::format(" dispatcher={}", to_string(moe_dispatcher));
   s += fmt::format(" ZeRO-{} recompute={}", zero, to_string(recompute));
   if (recompute_layers > 0) s += fmt::format("({} layers/chunk)", recompute_layers);
   if (offload_layers > 0) s += fmt::format(" offload={}", offload_layers);

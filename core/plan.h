@@ -35,6 +35,14 @@ struct Workload {
 
 enum class Recompute { kNone, kSelective, kFull };
 
+// How MoE tokens reach their experts' ranks: one all-to-all over the expert-parallel group
+// (Megatron --moe-token-dispatcher-type alltoall), or the flex dispatcher's DeepEP / HybridEP
+// kernels (--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep|hybridep),
+// which send a token to each destination node once and fan it out over NVLink there.
+enum class MoeDispatcher { kAllToAll, kDeepEP, kHybridEP };
+const char* to_string(MoeDispatcher d);
+std::optional<MoeDispatcher> parse_moe_dispatcher(const std::string& name);
+
 // The most pipeline stages a plan may have (the estimator keeps per-stage arrays of this size);
 // validate_plan refuses more.
 inline constexpr int kMaxPipelineStages = 1024;
@@ -125,6 +133,7 @@ struct Plan {
   bool zero3_prefetch = true;
   bool tp_comm_overlap = false;
   bool ep_comm_overlap = false;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   bool flash_attention = true;  // false: unfused attention (s x s scores, softmax, dropout)
   // Gradients kept in fp32 (Megatron-LM main_grad: 18 bytes/param with Adam) or in the 16-bit
   // training precision (ZeRO paper / DeepSpeed convention: 16 bytes/param).

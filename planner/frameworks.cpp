@@ -22,7 +22,7 @@ bool pipelined(const Plan& p) { return p.pp > 1; }
 // --data-parallel-sharding-strategy optim_grads is ZeRO-2 (a reduce-scatter on every
 // micro-batch, megatron/core/distributed/fsdp/mcore_fsdp_adapter.py:168, as dtplan's ZeRO-2
 // cost) and optim_grads_params ZeRO-3; its own 1F1B and interleaved schedules.
-constexpr std::array<FrameworkRule, 6> kMegatronRules = {{
+constexpr std::array<FrameworkRule, 7> kMegatronRules = {{
     {"Megatron-LM runs only its 1F1B and interleaved pipeline schedules",
      "NVIDIA/Megatron-LM megatron/core/pipeline_parallel/schedules.py@d98e8a6 "
      "(get_forward_backward_func)",
@@ -37,6 +37,12 @@ constexpr std::array<FrameworkRule, 6> kMegatronRules = {{
     {"Megatron-LM overlaps TP communication with GEMMs only with sequence parallelism",
      "NVIDIA/Megatron-LM megatron/training/arguments.py:1441-1442@d98e8a6",
      [](const Plan& p, const ModelSpec&) { return p.tp_comm_overlap && !p.sp; }},
+    {"Megatron-LM's DeepEP dispatcher needs expert TP x EP > 1",
+     "NVIDIA/Megatron-LM megatron/core/transformer/moe/token_dispatcher.py:1836@d98e8a6 (\"DeepEP "
+     "dispatcher requires TPxEP > 1\")",
+     [](const Plan& p, const ModelSpec& m) {
+       return m.is_moe() && p.moe_dispatcher != MoeDispatcher::kAllToAll && p.etp * p.ep <= 1;
+     }},
     {"Megatron-LM overlaps expert-parallel all-to-all with PP only with virtual stages",
      "NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py:3007@d98e8a6",
      [](const Plan& p, const ModelSpec& m) {
@@ -52,7 +58,7 @@ constexpr std::array<FrameworkRule, 6> kMegatronRules = {{
      }},
 }};
 
-constexpr std::array<FrameworkRule, 8> kDeepSpeedRules = {{
+constexpr std::array<FrameworkRule, 9> kDeepSpeedRules = {{
     {"DeepSpeed refuses ZeRO-2/3 with pipeline parallelism",
      "deepspeedai/DeepSpeed deepspeed/runtime/pipe/engine.py@edaa722 (\"ZeRO-2 and ZeRO-3 are "
      "incompatible with pipeline parallelism\")",
@@ -81,6 +87,12 @@ constexpr std::array<FrameworkRule, 8> kDeepSpeedRules = {{
      "deepspeedai/DeepSpeed deepspeed/runtime/engine.py:1678@v0.16.5 (\"MoE not supported with "
      "Stage 3\"; engine.py:2215 in 0.19.8)",
      [](const Plan& p, const ModelSpec& m) { return m.is_moe() && p.zero == 3; }},
+    {"Megatron-DeepSpeed has no DeepEP / HybridEP token dispatcher",
+     "deepspeedai/Megatron-DeepSpeed megatron/arguments.py@f4157be (no "
+     "--moe-token-dispatcher-type)",
+     [](const Plan& p, const ModelSpec& m) {
+       return m.is_moe() && p.moe_dispatcher != MoeDispatcher::kAllToAll;
+     }},
     {"Megatron-DeepSpeed has no expert-parallel communication overlap",
      "deepspeedai/Megatron-DeepSpeed megatron/arguments.py@f4157be (no such argument)",
      [](const Plan& p, const ModelSpec&) { return p.ep_comm_overlap && p.ep > 1; }},
@@ -95,7 +107,7 @@ constexpr std::array<FrameworkRule, 8> kDeepSpeedRules = {{
 // (ZeRO-2-like memory); dtplan does not model it.
 // Any layer split (uneven, two-part, the embedding/loss counted as layers) is written as
 // module_fqns_per_model_part (planner/emit/impl/torchtitan.cpp), so none is refused here.
-constexpr std::array<FrameworkRule, 5> kTorchtitanRules = {{
+constexpr std::array<FrameworkRule, 6> kTorchtitanRules = {{
     {"torchtitan needs expert TP of 1 or equal to TP",
      "pytorch/torchtitan torchtitan/config/job_config.py:464@v0.2.2 "
      "(expert_tensor_parallel_degree)",
@@ -110,6 +122,10 @@ constexpr std::array<FrameworkRule, 5> kTorchtitanRules = {{
      "(get_schedule_class)",
      [](const Plan& p, const ModelSpec&) {
        return pipelined(p) && !torchtitan_schedule_name(p.schedule);
+     }},
+    {"dtplan does not write torchtitan's DeepEP / HybridEP dispatcher settings", "",
+     [](const Plan& p, const ModelSpec& m) {
+       return m.is_moe() && p.moe_dispatcher != MoeDispatcher::kAllToAll;
      }},
     {"torchtitan has no switch for overlapping expert-parallel all-to-all with compute",
      "pytorch/torchtitan torchtitan/config/job_config.py:312-480@v0.2.2 ([parallelism])",

@@ -191,7 +191,7 @@ void router_args(const MoeSpec& e, ArgList& a) {
 
 }  // namespace
 
-ArgList megatron_model_args(const ModelSpec& m, const Workload& w) {
+ArgList megatron_model_args(const ModelSpec& m, const Workload& w, MoeDispatcher dispatcher) {
   ArgList a;
   a.add("--num-layers", m.layers);
   a.add("--hidden-size", m.hidden);
@@ -250,7 +250,13 @@ ArgList megatron_model_args(const ModelSpec& m, const Workload& w) {
       a.add("--moe-layer-freq", pattern + "]");
     }
     router_args(e, a);
-    a.add("--moe-token-dispatcher-type", "alltoall");
+    // transformer_config.py:891-899 @d98e8a6: 'flex' with a backend (DeepEP, HybridEP).
+    if (dispatcher == MoeDispatcher::kAllToAll) {
+      a.add("--moe-token-dispatcher-type", "alltoall");
+    } else {
+      a.add("--moe-token-dispatcher-type", "flex");
+      a.add("--moe-flex-dispatcher-backend", to_string(dispatcher));
+    }
     a.add("--moe-grouped-gemm");
   }
   if (m.mla) {

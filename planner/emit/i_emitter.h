@@ -86,7 +86,8 @@ struct ArgList {
 
 // The Megatron-LM argument list for the model and plan (CONVENTIONS.md §1), checked against
 // megatron/training/arguments.py at NVIDIA/Megatron-LM@d98e8a6 (tests/data/framework_flags).
-ArgList megatron_model_args(const ModelSpec& m, const Workload& w);
+// The MoE token dispatcher is the plan's (Plan::moe_dispatcher).
+ArgList megatron_model_args(const ModelSpec& m, const Workload& w, MoeDispatcher dispatcher);
 ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan& p);
 
 template <class T>

@@ -35,6 +35,7 @@ struct LayerKey {
   int tp, cp, mbs, ep, etp;
   bool sp, flash, tp_overlap, ep_overlap;
   Recompute recompute;
+  MoeDispatcher dispatcher;
   RankOrder rank_order;
   bool operator==(const LayerKey&) const = default;
 };
@@ -45,7 +46,8 @@ struct LayerKeyHash {
   size_t operator()(const LayerKey& k) const {
     size_t h = static_cast<size_t>(k.rank_order);
     for (int v : {k.tp, k.cp, k.mbs, k.ep, k.etp, static_cast<int>(k.recompute),
-                  k.sp * 1 + k.flash * 2 + k.tp_overlap * 4 + k.ep_overlap * 8})
+                  k.sp * 1 + k.flash * 2 + k.tp_overlap * 4 + k.ep_overlap * 8 +
+                      static_cast<int>(k.dispatcher) * 16})
       h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
@@ -56,7 +58,7 @@ inline bool same_layer_key(const LayerKey& k, const Plan& p) {
   return k.tp == p.tp && k.cp == p.cp && k.mbs == p.mbs && k.ep == p.ep && k.etp == p.etp &&
          k.sp == p.sp && k.flash == p.flash_attention && k.tp_overlap == p.tp_comm_overlap &&
          k.ep_overlap == p.ep_comm_overlap && k.recompute == p.recompute &&
-         k.rank_order == p.rank_order;
+         k.dispatcher == p.moe_dispatcher && k.rank_order == p.rank_order;
 }
 
 inline LayerKey layer_key(const Plan& p) {
@@ -70,6 +72,7 @@ inline LayerKey layer_key(const Plan& p) {
           p.tp_comm_overlap,
           p.ep_comm_overlap,
           p.recompute,
+          p.moe_dispatcher,
           p.rank_order};
 }
 
@@ -177,12 +180,13 @@ struct CollectiveKey {
   CollectiveOp op;
   double bytes;
   int size, ranks_per_node, nodes, busy;
+  double remote_share;
   bool operator==(const CollectiveKey&) const = default;
 };
 
 struct CollectiveKeyHash {
   size_t operator()(const CollectiveKey& k) const {
-    size_t h = std::hash<double>{}(k.bytes);
+    size_t h = std::hash<double>{}(k.bytes) ^ (std::hash<double>{}(k.remote_share) << 1);
     for (int v : {static_cast<int>(k.op), k.size, k.ranks_per_node, k.nodes, k.busy})
       h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
@@ -227,6 +231,7 @@ struct EstimatorCache::Impl {
     int tp, pp, cp, dp, ep, etp, vpp, mbs;
     Recompute recompute;
     bool sp, flash, tp_overlap, ep_overlap;
+    MoeDispatcher dispatcher;
     int split;  // Plan::split_key
     bool operator==(const Shape&) const = default;
   };
@@ -312,13 +317,15 @@ struct EstimatorCache::Impl {
 
   double collective(const HardwareProfile& hw, CollectiveOp op, double bytes,
                     const GroupPlacement& g) {
-    const CollectiveKey key{op, bytes, g.size, g.ranks_per_node, g.nodes, g.node_gpus_busy};
+    const CollectiveKey key{
+        op, bytes, g.size, g.ranks_per_node, g.nodes, g.node_gpus_busy, g.remote_share};
     uint64_t bits;
     std::memcpy(&bits, &bytes, sizeof bits);
     uint64_t h = bits + static_cast<uint64_t>(op) + (static_cast<uint64_t>(g.size) << 4) +
                  (static_cast<uint64_t>(g.nodes) << 24) +
                  (static_cast<uint64_t>(g.ranks_per_node) << 44) +
-                 (static_cast<uint64_t>(g.node_gpus_busy) << 54);
+                 (static_cast<uint64_t>(g.node_gpus_busy) << 54) +
+                 static_cast<uint64_t>(g.remote_share * 1e6);
     h = (h ^ (h >> 33)) * 0xFF51AFD7ED558CCDull;  // MurmurHash3's finalizer
     h = (h ^ (h >> 33)) * 0xC4CEB9FE1A85EC53ull;
     h ^= h >> 33;

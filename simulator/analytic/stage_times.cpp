@@ -35,6 +35,7 @@ StageTimes& prepare(void* local, const ModelSpec& m, const Cluster& c, const Wor
                                             p.flash_attention,
                                             p.tp_comm_overlap,
                                             p.ep_comm_overlap,
+                                            p.moe_dispatcher,
                                             layout_key(p)};
     if (!(ci->shape == shape && ci->shape_order == p.rank_order)) {
       ci->shape.reset();  // until the lookups below are done

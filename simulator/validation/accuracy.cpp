@@ -425,6 +425,7 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
                       p.overlap_grad_reduce = fw.overlap_grad_reduce;
                       p.overlap_param_gather = fw.overlap_param_gather;
                       p.tp_comm_overlap = fw.tp_comm_overlap;
+                      if (moe) p.moe_dispatcher = opt.moe_dispatcher;
                       p.zero3_gather_per_tensor = fw_defaults.zero3_gather_per_tensor;
                       p.zero3_prefetch = fw_defaults.zero3_prefetch;
                       p.main_grads_fp32 = fw_defaults.main_grads_fp32;

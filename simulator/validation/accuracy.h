@@ -94,6 +94,9 @@ CaseFile load_case_file(const std::string& path);
 struct AccuracyOptions {
   // Overrides for every case; nullopt: each case's framework fact, its default where null.
   std::optional<bool> flash_attention, overlap_grad_reduce, tp_comm_overlap;
+  // The MoE token dispatcher of every MoE case (the case schema does not record it): alltoall
+  // unless set (a what-if: docs/accuracy.md).
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   // Re-evaluate the chosen layout with the discrete-event simulator (schedules it orders).
   bool des = false;
   // Profile lookup: name -> profile (lets callers substitute fitted parameters).

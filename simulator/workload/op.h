@@ -41,6 +41,10 @@ struct GroupPlacement {
   int ranks_per_node = 1;  // of those, how many share one node (NVLink domain)
   int nodes = 1;           // nodes the group spans
   int node_gpus_busy = 1;  // GPUs of one node whose groups of this kind run at once (NIC sharing)
+  // All-to-all: the share of the traffic bound for other nodes that crosses the network. 1 for a
+  // plain exchange; below 1 where the dispatcher sends a token once per destination node and
+  // fans it out over NVLink there (DeepEP / HybridEP: moe_node_dedup_share()).
+  double remote_share = 1.0;
   bool crosses_nodes() const { return nodes > 1; }
 };
 

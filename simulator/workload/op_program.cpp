@@ -34,6 +34,50 @@ int fp8_quantize_kernels(Fp8Recipe r, Fp8Tensor t) {
   return 1;
 }
 
+namespace {
+// C(a, k) / C(b, k) for real a <= b: the chance that k draws without replacement from b items
+// all miss the b - a items.
+double choose_ratio(double a, double b, int k) {
+  double r = 1;
+  for (int i = 0; i < k; ++i) {
+    if (a - i <= 0) return 0;
+    r *= (a - i) / (b - i);
+  }
+  return r;
+}
+double binomial(int n, int k) {
+  if (k < 0 || k > n) return 0;
+  double r = 1;
+  for (int i = 1; i <= k; ++i) r = r * (n - k + i) / i;
+  return r;
+}
+}  // namespace
+
+double moe_node_dedup_share(const MoeSpec& e, int nodes) {
+  if (nodes <= 1 || e.experts <= 0 || e.topk <= 1) return 1.0;
+  const double experts = e.experts, k = e.topk;
+  const double per_node = experts / nodes;
+  double touch = 0;  // P(a given node receives the token)
+  const RouterSpec& r = e.router;
+  if (r.groups > 1 && r.group_topk >= 1 && r.group_topk < r.groups && e.experts % r.groups == 0) {
+    // The token picks group_topk of the groups, then its experts among theirs.
+    const double per_group = experts / r.groups, pool = r.group_topk * per_group;
+    if (per_group >= per_node) {  // the node lies inside one group
+      touch = static_cast<double>(r.group_topk) / r.groups *
+              (1.0 - choose_ratio(pool - per_node, pool, e.topk));
+    } else {  // the node holds q whole groups: j of them chosen, hypergeometrically
+      const int q = std::max(1, static_cast<int>(per_node / per_group + 0.5));
+      const double all = binomial(r.groups, r.group_topk);
+      for (int j = 1; j <= std::min(q, r.group_topk); ++j)
+        touch += binomial(q, j) * binomial(r.groups - q, r.group_topk - j) / all *
+                 (1.0 - choose_ratio(pool - j * per_group, pool, e.topk));
+    }
+  } else {
+    touch = 1.0 - choose_ratio(experts - per_node, experts, e.topk);
+  }
+  return std::clamp(nodes * touch / k, 0.0, 1.0);
+}
+
 const char* to_string(CommDim d) {
   switch (d) {
     case CommDim::kTP:
@@ -330,15 +374,17 @@ void mlp_block(Builder& b, int64_t T, double Tn, bool moe) {
     const auto per_expert = static_cast<int64_t>(std::max(1.0, pairs / local_experts));
     b.elementwise("permute", pairs * h * 2 * ab, false, 2);
     const double a2a = pairs * h * ab;
-    b.collective("ep_dispatch", CollectiveOp::kAllToAll, CommDim::kEP, b.g.ep, a2a,
-                 p.ep_comm_overlap);
+    // DeepEP / HybridEP send a token once per destination node (moe_node_dedup_share).
+    GroupPlacement ep = b.g.ep;
+    if (p.moe_dispatcher != MoeDispatcher::kAllToAll && ep.crosses_nodes())
+      ep.remote_share = moe_node_dedup_share(e, ep.nodes);
+    b.collective("ep_dispatch", CollectiveOp::kAllToAll, CommDim::kEP, ep, a2a, p.ep_comm_overlap);
     const int gate = m.ffn_act == FfnAct::kSwiglu ? 2 : 1;
     const int64_t fe_local = e.expert_ffn_hidden / p.etp;
     b.gemm("expert_fc1", per_expert, gate * fe_local, m.hidden, local_experts, true, false, true);
     b.elementwise("expert_activation", pairs * fe_local * (gate + 1) * ab);
     b.gemm("expert_fc2", per_expert, m.hidden, fe_local, local_experts, true, false, true);
-    b.collective("ep_combine", CollectiveOp::kAllToAll, CommDim::kEP, b.g.ep, a2a,
-                 p.ep_comm_overlap);
+    b.collective("ep_combine", CollectiveOp::kAllToAll, CommDim::kEP, ep, a2a, p.ep_comm_overlap);
     b.elementwise("unpermute", pairs * h * 2 * ab, false, 2);
     if (e.shared_experts > 0) {
       tp_enter(b, full);

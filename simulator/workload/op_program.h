@@ -26,6 +26,15 @@ struct Placements {
 
 Placements place_groups(const Plan& p, const HardwareProfile& hw, int num_gpus);
 
+// MoE token dispatch that deduplicates per node (DeepEP's internode kernels, HybridEP): a token
+// bound for several experts on one node crosses the network once and is fanned out over NVLink
+// there. Returns the share of the remote token-expert pairs that cross the network, for routing
+// spread uniformly over the experts (the benchmarks' force-balanced routing; Megatron-LM
+// moe_router_force_load_balancing), the experts spread evenly over `nodes` nodes in contiguous
+// blocks, and group-limited routing where the model has it (a token uses group_topk of the
+// groups). Derivation in docs/performance-model.md: nodes x P(a node is touched) / topk.
+double moe_node_dedup_share(const MoeSpec& e, int nodes);
+
 struct OpProgram {
   LayerOps dense_layer;  // forward ops, then backward ops, of one dense layer
   LayerOps moe_layer;    // same for a MoE layer (empty for dense models)

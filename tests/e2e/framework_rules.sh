@@ -21,7 +21,7 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 fw = j["framework"]
 assert fw["name"] == "megatron" and fw["given"] is False, fw
-assert len(fw["rules_applied"]) == 6 and all(r["rule"] for r in fw["rules_applied"]), fw
+assert len(fw["rules_applied"]) == 7 and all(r["rule"] for r in fw["rules_applied"]), fw
 # The framework's warnings; estimate adds how sure its numbers are (reports/uncertainty.h).
 number = {"profile-not-fitted", "profile-partly-fitted", "regime-sparse", "no-error-band", "outside-calibration"}
 codes = [w["code"] for w in j["warnings"] if w["code"] not in number]
@@ -29,7 +29,7 @@ assert codes == ["framework-cannot-run"], codes
 assert "torchtitan can (--framework torchtitan)" in j["warnings"][0]["message"], j["warnings"]
 PY
   "$bin" $cmd "${gpipe[@]}" > "$cmd.txt" || fail "$cmd: text exit $?"
-  grep -q '^framework megatron (the default; --framework refuses what a framework cannot run): 6 rules applied, 1 warning(s)$' "$cmd.txt" ||
+  grep -q '^framework megatron (the default; --framework refuses what a framework cannot run): 7 rules applied, 1 warning(s)$' "$cmd.txt" ||
     fail "$cmd: no framework line: $(grep -i framework "$cmd.txt")"
   grep -q '^  warning \[framework-cannot-run\]: megatron cannot run this plan' "$cmd.txt" ||
     fail "$cmd: no warning line"
@@ -48,7 +48,7 @@ import json
 j = json.load(open('$cmd.tt.json'))
 assert j['framework']['name'] == 'torchtitan' and j['framework']['given'] is True, j['framework']
 number = {'profile-not-fitted', 'profile-partly-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
-assert len(j['framework']['rules_applied']) == 5, j
+assert len(j['framework']['rules_applied']) == 6, j
 assert [w for w in j['warnings'] if w['code'] not in number] == [], j" ||
     fail "$cmd: torchtitan JSON"
   passed=$((passed + 1))
@@ -80,7 +80,7 @@ fp8=(--model llama3-8b --cluster dgx-h100 --gpus 8 --zero 1 --mbs 1 --gbs 32 --s
 python3 - bridge.json given.json <<'PY' || fail "megatron-bridge defaults"
 import json, sys
 bridge, given = (json.load(open(f)) for f in sys.argv[1:3])
-assert bridge["framework"]["name"] == "megatron" and len(bridge["framework"]["rules_applied"]) == 6
+assert bridge["framework"]["name"] == "megatron" and len(bridge["framework"]["rules_applied"]) == 7
 def launches(j):
     return {o["kernels"] for o in j["ops"] if o["name"] == "fp8_quantize_grad"}
 assert launches(bridge) == {4}, launches(bridge)   # current scaling: amax, scale, cast

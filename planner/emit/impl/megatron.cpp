@@ -18,7 +18,7 @@ constexpr FrameworkVersion kVersions[] = {
 
 // The whole argument list, or why Megatron-LM cannot run the plan or model.
 ArgList megatron_args(const EmitInput& in) {
-  ArgList a = megatron_model_args(*in.model, *in.work);
+  ArgList a = megatron_model_args(*in.model, *in.work, in.plan->moe_dispatcher);
   if (const FrameworkRule* r = refusing_rule(Framework::kMegatron, *in.plan, *in.model))
     a.refuse(fmt::format("{} ({})", r->reason, *r->source ? r->source : "dtplan's reading"));
   ArgList par = megatron_parallel_args(*in.model, *in.work, *in.plan);

@@ -26,10 +26,15 @@ class Pairwise final : public ICollectiveAlgorithm {
     const double n = g.size;
     const double remote = (n - g.ranks_per_node) / n;  // share of peers on other nodes
     const double local = (g.ranks_per_node - 1.0) / n;
+    // A node-deduplicating dispatcher sends remote_share of the remote traffic over the network
+    // and forwards every remote pair over NVLink on the receiving node, concurrently.
+    const double dedup = std::clamp(g.remote_share, 0.0, 1.0);
     const double t_inter =
-        remote > 0 ? bytes * remote / (l.inter_busbw_gbps / std::max(1, g.ranks_per_node) * 1e9)
-                   : 0;
-    const double t_intra = bytes * local / (l.intra_busbw_gbps * 1e9);
+        remote > 0
+            ? bytes * remote * dedup / (l.inter_busbw_gbps / std::max(1, g.ranks_per_node) * 1e9)
+            : 0;
+    const double t_intra =
+        bytes * (local + (dedup < 1.0 ? remote : 0.0)) / (l.intra_busbw_gbps * 1e9);
     // Peers are served concurrently: two latency steps (post and complete), not n-1.
     return {2.0 * (remote > 0 ? l.alpha_inter_s : l.alpha_intra_s), std::max(t_inter, t_intra),
             t_inter >= t_intra ? Bottleneck::kNetwork : Bottleneck::kNvlink};

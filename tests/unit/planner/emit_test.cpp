@@ -61,6 +61,11 @@ Plan offloaded(Plan p, int layers) {
   return p;
 }
 
+Plan dispatched(Plan p, MoeDispatcher d) {
+  p.moe_dispatcher = d;
+  return p;
+}
+
 // The golden launch set (issue #17): each case in every format that can express it; the
 // others must refuse it naming the rule and its source (GoldenRefusalsNameTheirSource).
 std::vector<LaunchCase> cases() {
@@ -134,12 +139,15 @@ std::vector<LaunchCase> cases() {
        4096,
        {"megatron", "deepspeed"}},
       // DeepSeek-V3: MLA, MTP on the last stage, EP64, the sigmoid group-limited router;
-      // 61 layers on 16 stages (3 first, 2 last).
+      // 61 layers on 16 stages (3 first, 2 last); DeepEP's dispatcher, as Megatron-Bridge's
+      // H100 recipes run it (moe_flex_dispatcher_backend, scripts/performance/run_script.py:61
+      // @fa0315ae2).
       {"deepseek-v3_1024xh100",
        "deepseek-v3",
        "dgx-h100",
        1024,
-       uneven(make_plan(1, 16, 1, 64, 64, 1, 1, Recompute::kFull, 1, 4096, "1f1b")),
+       dispatched(uneven(make_plan(1, 16, 1, 64, 64, 1, 1, Recompute::kFull, 1, 4096, "1f1b")),
+                  MoeDispatcher::kDeepEP),
        4096,
        {"megatron"}},
       // DeepSeek-V3 as Megatron-Bridge's GB200 recipes run it: 8 stages x 4 virtual, 61 layers
@@ -765,6 +773,19 @@ TEST(Emitters, RefusalsBeyondTheFlagTables) {
                     uneven(make_plan(8, 16, 1, 8, 1, 1, 3, Recompute::kSelective, 1, 512, "1f1b")))
                 .find("activation_checkpoint.py:109-116"),
             std::string::npos);
+  // DeepEP / HybridEP: Megatron's flex dispatcher needs expert TP x EP > 1; Megatron-DeepSpeed has
+  // none; dtplan writes no torchtitan dispatcher settings.
+  Plan flex = dispatched(make_plan(2, 1, 1, 32, 1, 1, 1, Recompute::kNone, 1, 256, "1f1b"),
+                         MoeDispatcher::kHybridEP);
+  EXPECT_NE(refusal("megatron", "mixtral-8x7b", "dgx-h100", 64, flex).find("token_dispatcher.py"),
+            std::string::npos);
+  flex.ep = 8;
+  EXPECT_EQ(refusal("megatron", "mixtral-8x7b", "dgx-h100", 64, flex), "");
+  EXPECT_NE(refusal("deepspeed", "mixtral-8x7b", "dgx-h100", 64, flex).find("DeepEP"),
+            std::string::npos);
+  flex.zero = 0;  // torchtitan shards with FSDP2 or not at all
+  EXPECT_NE(refusal("torchtitan", "mixtral-8x7b", "dgx-h100", 64, flex).find("DeepEP"),
+            std::string::npos);
   // The FP8 recipe: torchtitan v0.2.2 scales tensorwise only.
   EXPECT_NE(refusal("torchtitan", "llama3.1-405b", "dgx-h100", 1024,
                     uneven(make_plan(8, 16, 1, 8, 1, 1, 3, Recompute::kFull, 1, 512, "1f1b")),
@@ -782,15 +803,24 @@ TEST(Emitters, RouterAndMlaEdgeCases) {
   Workload w;
   w.seq_len = 4096;
   w.global_batch = 256;
-  EXPECT_NE(megatron_model_args(m, w).refusal.find("transformer_config.py:2669"),
+  EXPECT_NE(megatron_model_args(m, w, MoeDispatcher::kAllToAll)
+                .refusal.find("transformer_config.py:2669"),
             std::string::npos);
   m.moe->router.normalize_topk = false;  // pre-softmax: the expert's probability
-  EXPECT_EQ(megatron_model_args(m, w).refusal, "");
+  EXPECT_EQ(megatron_model_args(m, w, MoeDispatcher::kAllToAll).refusal, "");
   ModelSpec d = load_model("deepseek-v3");
   d.rope.scaling = RopeScaling::kNone;
-  const auto a = megatron_model_args(d, w);
+  const auto a = megatron_model_args(d, w, MoeDispatcher::kAllToAll);
   EXPECT_EQ(a.refusal, "");
   EXPECT_NE(std::find(a.args.begin(), a.args.end(), "--no-rope-fusion"), a.args.end());
+  // The flex dispatcher and its backend (transformer_config.py:891-899 @d98e8a6).
+  const auto f = megatron_model_args(d, w, MoeDispatcher::kDeepEP);
+  const auto type = std::find(f.args.begin(), f.args.end(), "--moe-token-dispatcher-type");
+  ASSERT_NE(type, f.args.end());
+  EXPECT_EQ(*(type + 1), "flex");
+  const auto backend = std::find(f.args.begin(), f.args.end(), "--moe-flex-dispatcher-backend");
+  ASSERT_NE(backend, f.args.end());
+  EXPECT_EQ(*(backend + 1), "deepep");
 }
 
 }  // namespace

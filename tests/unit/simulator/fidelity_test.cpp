@@ -4,10 +4,12 @@
 // memory, the MXFP8 GEMM asymptote, NCCL's LL128 protocol in the ring (tuning.cc @5067397c),
 // ZeRO-3 gathers per layer or per tensor, the parameter all-gather's overlap, the optimizer's
 // once-per-step FP8 weight quantization, and the op table behind `estimate --ops`.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/catalog.h"
 #include "simulator/analytic/estimator.h"
@@ -424,6 +426,153 @@ TEST(OptimizerState, BytesPerParamScaleTheShardedState) {
   EXPECT_EQ(a.weights_bytes, b.weights_bytes);
   EXPECT_EQ(a.grads_bytes, b.grads_bytes);
   EXPECT_EQ(a.activations_bytes, b.activations_bytes);
+}
+
+// Independent computation for moe_node_dedup_share: enumerate every set of experts a token may
+// pick (uniformly: force-balanced routing; with group-limited routing, group_topk of the groups
+// uniformly, then the experts among theirs), and take E[distinct other nodes touched] /
+// E[token-expert pairs on other nodes] for a token on node 0, experts in contiguous blocks.
+double enumerated_dedup_share(int experts, int topk, int nodes, int groups, int group_topk) {
+  const int per_node = experts / nodes;
+  double pairs = 0, distinct = 0, weight_sum = 0;
+  auto visit = [&](const std::vector<int>& pool, double w) {
+    // Every topk-subset of `pool`, each with weight w.
+    std::vector<int> idx(topk);
+    for (int i = 0; i < topk; ++i) idx[i] = i;
+    const int n = static_cast<int>(pool.size());
+    while (true) {
+      std::vector<bool> touched(nodes, false);
+      for (int i : idx) {
+        const int node = pool[i] / per_node;
+        if (node != 0) {
+          pairs += w;
+          touched[node] = true;
+        }
+      }
+      for (int j = 1; j < nodes; ++j) distinct += touched[j] ? w : 0;
+      weight_sum += w;
+      int i = topk - 1;
+      while (i >= 0 && idx[i] == n - topk + i) --i;
+      if (i < 0) break;
+      ++idx[i];
+      for (int j = i + 1; j < topk; ++j) idx[j] = idx[j - 1] + 1;
+    }
+  };
+  if (groups <= 1) {
+    std::vector<int> all(experts);
+    for (int i = 0; i < experts; ++i) all[i] = i;
+    visit(all, 1.0);
+  } else {
+    const int per_group = experts / groups;
+    for (int mask = 0; mask < (1 << groups); ++mask) {
+      if (__builtin_popcount(mask) != group_topk) continue;
+      std::vector<int> pool;
+      for (int g = 0; g < groups; ++g)
+        if (mask >> g & 1)
+          for (int e = 0; e < per_group; ++e) pool.push_back(g * per_group + e);
+      visit(pool, 1.0);
+    }
+  }
+  return distinct / pairs;
+}
+
+TEST(MoeDispatch, NodeDedupShareMatchesEnumeration) {
+  struct Case {
+    int experts, topk, nodes, groups, group_topk;
+  };
+  for (const Case& c :
+       {Case{16, 4, 4, 0, 0}, Case{16, 4, 2, 0, 0}, Case{24, 3, 8, 0, 0}, Case{16, 4, 4, 4, 2},
+        Case{16, 4, 8, 4, 2}, Case{16, 4, 2, 4, 2}, Case{24, 4, 3, 6, 3}}) {
+    MoeSpec e;
+    e.experts = c.experts;
+    e.topk = c.topk;
+    e.router.groups = c.groups;
+    e.router.group_topk = c.group_topk;
+    SCOPED_TRACE(fmt::format("E={} k={} nodes={} groups={}/{}", c.experts, c.topk, c.nodes,
+                             c.groups, c.group_topk));
+    EXPECT_NEAR(moe_node_dedup_share(e, c.nodes),
+                enumerated_dedup_share(c.experts, c.topk, c.nodes, c.groups, c.group_topk), 1e-9);
+  }
+  MoeSpec one;
+  one.experts = 64;
+  one.topk = 1;
+  EXPECT_EQ(moe_node_dedup_share(one, 8), 1.0);  // one expert per token: nothing to share
+  one.topk = 8;
+  EXPECT_EQ(moe_node_dedup_share(one, 1), 1.0);  // one node: no network
+}
+
+// DeepSeek-V3 (256 experts, top-8, 8 groups of which 4 per token) on EP64 over 8 nodes: a group
+// is a node, so a token reaches at most 4 nodes: 7 x 0.454 = 3.2 other nodes expected against 7
+// token-expert pairs on other nodes, under half the plain all-to-all's network traffic.
+TEST(MoeDispatch, DeepSeekV3NodeLimitedRoutingHalvesTheNetworkTraffic) {
+  MoeSpec e;
+  e.experts = 256;
+  e.topk = 8;
+  e.router.groups = 8;
+  e.router.group_topk = 4;
+  // P(node touched) = 4/8 x (1 - C(96, 8)/C(128, 8)); share = 8 x P / 8.
+  double miss = 1;
+  for (int i = 0; i < 8; ++i) miss *= (96.0 - i) / (128.0 - i);
+  EXPECT_NEAR(moe_node_dedup_share(e, 8), 0.5 * (1 - miss), 1e-12);
+  EXPECT_LT(moe_node_dedup_share(e, 8), 0.5);
+  e.router.groups = 0;  // without the node limit: 1 - C(224, 8)/C(256, 8)
+  double miss_all = 1;
+  for (int i = 0; i < 8; ++i) miss_all *= (224.0 - i) / (256.0 - i);
+  EXPECT_NEAR(moe_node_dedup_share(e, 8), 1 - miss_all, 1e-12);
+}
+
+// The pairwise all-to-all with a node-deduplicating dispatcher: the network carries the share,
+// NVLink the local pairs and the forwarded remote ones, concurrently.
+TEST(MoeDispatch, PairwiseAllToAllChargesTheDeduplicatedShare) {
+  const HardwareProfile hw = load_profile("dgx-h100");
+  GroupPlacement g = dense_group(8);
+  const LinkRates l = link_rates(hw, g);
+  const double bytes = 1e9;
+  const double overhead = hw.efficiency.collective_overhead_us * 1e-6;
+  const double remote = 56.0 / 64, local = 7.0 / 64;
+  const double plain = collective_cost(hw, CollectiveOp::kAllToAll, bytes, g).time_s;
+  EXPECT_NEAR(plain,
+              2 * l.alpha_inter_s + bytes * remote / (l.inter_busbw_gbps / 8 * 1e9) + overhead,
+              1e-9);
+  g.remote_share = 0.45;
+  const double dedup = collective_cost(hw, CollectiveOp::kAllToAll, bytes, g).time_s;
+  const double t_inter = bytes * remote * 0.45 / (l.inter_busbw_gbps / 8 * 1e9);
+  const double t_intra = bytes * (local + remote) / (l.intra_busbw_gbps * 1e9);
+  EXPECT_NEAR(dedup, 2 * l.alpha_inter_s + std::max(t_inter, t_intra) + overhead, 1e-9);
+  EXPECT_LT(dedup, plain);
+}
+
+// The plan's dispatcher reaches the op program: DeepEP prices DeepSeek-V3's dispatch below the
+// all-to-all across nodes, and changes nothing inside one node.
+TEST(MoeDispatch, DeepEPShortensCrossNodeDispatchOnly) {
+  const ModelSpec m = load_model("deepseek-v3");
+  Cluster c;
+  c.profile = load_profile("dgx-h100");
+  c.num_gpus = 1024;
+  Workload w = work(Precision::kBf16);
+  w.global_batch = 8192;
+  Plan p;
+  p.tp = 2;
+  p.sp = true;
+  p.pp = 8;
+  p.vpp = 4;
+  p.ep = 64;
+  p.dp = 64;
+  p.mbs = 1;
+  p.gbs = 8192;
+  p.uneven_pp = true;
+  p.schedule = "interleaved";
+  const Estimate a2a = estimate(m, c, w, p);
+  p.moe_dispatcher = MoeDispatcher::kDeepEP;
+  const Estimate deepep = estimate(m, c, w, p);
+  const int ep = static_cast<int>(CommDim::kEP);
+  EXPECT_LT(deepep.comm_time_s[ep], 0.7 * a2a.comm_time_s[ep]);
+  EXPECT_EQ(deepep.comm_volume_bytes[ep], a2a.comm_volume_bytes[ep]);
+  p.ep = 8;  // one node
+  p.moe_dispatcher = MoeDispatcher::kAllToAll;
+  const Estimate node_a2a = estimate(m, c, w, p);
+  p.moe_dispatcher = MoeDispatcher::kHybridEP;
+  EXPECT_NEAR(estimate(m, c, w, p).comm_time_s[ep], node_a2a.comm_time_s[ep], 1e-12);
 }
 
 }  // namespace
