@@ -44,7 +44,15 @@ std::vector<Recorded> read_nccl_tests(const json& j, const std::string& path) {
   const json devices = cfg.value("devices", json::array());
   if (!devices.is_array() || devices.empty())
     throw fail("config.devices", "the report lists no devices (ranks)");
-  const int per_proc = cfg.value("nthreads", 1) * cfg.value("ngpus", 1);
+  // Threads and GPUs per process: integers in [1, 1024], checked before any conversion (a
+  // floating number out of int range cast by nlohmann is undefined; found by fuzz_recorded).
+  auto count = [&](const char* key) {
+    const json v = cfg.value(key, json(1));
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1024)
+      throw fail(fmt::format("config.{}", key), "expected an integer from 1 to 1024");
+    return static_cast<int>(v.get<int64_t>());
+  };
+  const int per_proc = count("nthreads") * count("ngpus");
   const int n = static_cast<int>(devices.size()) * per_proc;
   std::set<std::string> hosts;
   for (const auto& d : devices) hosts.insert(d.value("hostname", ""));
