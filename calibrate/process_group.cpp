@@ -200,6 +200,31 @@ std::string ProcessGroup::broadcast(const std::string& from_root,
 #endif
 }
 
+std::vector<std::string> ProcessGroup::gather(const std::string& mine,
+                                              [[maybe_unused]] const char* what) const {
+#ifdef DTPLAN_HAVE_MPI
+  if (!mpi_) return {mine};
+  arrive(what);
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(rank_ == 0 ? static_cast<size_t>(size_) : 0), offsets(lens.size());
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string all;
+  if (rank_ == 0) {
+    size_t total = 0;
+    for (size_t r = 0; r < lens.size(); ++r) offsets[r] = static_cast<int>(total), total += lens[r];
+    all.resize(total);
+  }
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  for (size_t r = 0; r < lens.size(); ++r)
+    out.push_back(all.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(lens[r])));
+  return out;
+#else
+  return {mine};
+#endif
+}
+
 double ProcessGroup::max(double v, [[maybe_unused]] const char* what) const {
 #ifdef DTPLAN_HAVE_MPI
   if (!mpi_) return v;

@@ -48,6 +48,8 @@ class ProcessGroup {
   void quiet_barrier(const char* what = "a barrier") const;
   // Root's string on every rank.
   std::string broadcast(const std::string& from_root, const char* what = "a broadcast") const;
+  // Every rank's string on rank 0, in rank order (the others get an empty list).
+  std::vector<std::string> gather(const std::string& mine, const char* what = "a gather") const;
   double max(double v, const char* what = "a reduction") const;  // over all ranks
   bool any(bool v, const char* what = "a reduction") const;      // logical or over all ranks
   // Every rank checks in with rank 0 before `what`. Rank 0 waits timeout_s for them, then

@@ -7,6 +7,7 @@
 #include "core/catalog.h"
 #include "core/framework_profile.h"
 #include "core/registry.h"
+#include "executor/i_exec_backend.h"
 #include "planner/emit/i_emitter.h"
 #include "simulator/cost/i_collective_algorithm.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
@@ -17,11 +18,13 @@ void register_list(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand(
       "list", "List the model zoo, the hardware or framework profiles, or a plug-in registry");
   static std::string what;
-  cmd->add_option("what", what,
-                  "models | profiles | frameworks | schedules | collectives | emitters | backends")
+  cmd->add_option(
+         "what", what,
+         "models | profiles | frameworks | schedules | collectives | emitters | backends | "
+         "executors")
       ->required()
       ->check(CLI::IsMember({"models", "profiles", "frameworks", "schedules", "collectives",
-                             "emitters", "backends"}));
+                             "emitters", "backends", "executors"}));
   cmd->callback([&ctx] {
     if (what == "models") {
       fmt::print("{:<18} {:>6} {:>7} {:>5} {:>6} {:>9} {:>9}  {}\n", "name", "layers", "hidden",
@@ -60,6 +63,9 @@ void register_list(CLI::App& app, CommandContext& ctx) {
       }
     } else if (what == "backends") {
       for (const auto& e : Registry<calibrate::ICalibrationBackend>::global().entries())
+        fmt::print("{:<14} {}\n", e.name, e.description);
+    } else if (what == "executors") {
+      for (const auto& e : Registry<exec::IExecBackend>::global().entries())
         fmt::print("{:<14} {}\n", e.name, e.description);
     } else if (what == "collectives") {
       for (const auto& e : Registry<ICollectiveAlgorithm>::global().entries())

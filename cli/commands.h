@@ -25,5 +25,6 @@ void register_report(CLI::App& app, CommandContext& ctx);
 void register_whatif(CLI::App& app, CommandContext& ctx);
 void register_collective(CLI::App& app, CommandContext& ctx);
 void register_rl(CLI::App& app, CommandContext& ctx);
+void register_execute(CLI::App& app, CommandContext& ctx);
 
 }  // namespace dtplan::cli

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   dtplan::cli::register_whatif(app, ctx);
   dtplan::cli::register_collective(app, ctx);
   dtplan::cli::register_rl(app, ctx);
+  dtplan::cli::register_execute(app, ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

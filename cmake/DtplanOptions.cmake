@@ -34,6 +34,6 @@ endfunction()
 # emitters, backends) into an executable so their self-registrations are kept.
 function(dtplan_link_plugins target)
   target_link_libraries(${target} PRIVATE dtplan_sim_plugins dtplan_planner_plugins
-                                          dtplan_calibrate_plugins dtplan_calibrate dtplan_planner
-                                          dtplan_sim)
+                                          dtplan_calibrate_plugins dtplan_executor_plugins
+                                          dtplan_executor dtplan_calibrate dtplan_planner dtplan_sim)
 endfunction()

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # GPU check: builds dtplan with CUDA and MPI, runs a short calibration on the GPUs of this
 # machine and prints what it measured: TFLOP/s per precision against the datasheet peak, the
-# fitted GEMM efficiency parameters and the collective fits. Meant to finish in under five
+# fitted GEMM efficiency parameters and the collective fits. Then the executor (dtplan execute
+# --backend cuda, docs/executor.md) on one GPU: a small dense plan and a small MoE plan, measured
+# beside predicted (step, peak memory, GEMM time per shape), and a plan the memory model says
+# does not fit, which must end with a real out-of-memory. Meant to finish in under five
 # minutes on one H200. A single GPU still exercises NCCL initialization and send/recv to self;
 # with several GPUs, one MPI rank drives each and the collectives run across them.
 #
@@ -28,4 +31,18 @@ launcher=()
   --timeout-s 120 --out "$out/calibrated.yaml"
 echo
 cat "$out/calibrated.md"
+# The executor, one GPU, one-stage plans (the cuda backend does not run pipeline transfers yet).
+prof_gib=$(awk '/memory_gib/ {print $2; exit}' "hardware_profiles/$profile.yaml")
+echo "== executor: megatron-1.7b, one GPU, mbs 2, gbs 8, seq 2048 (fits)"
+./build-gpu/cli/dtplan execute --backend cuda --model megatron-1.7b --cluster "$profile" --gpus 1 \
+  --mbs 2 --gbs 8 --seq 2048 --steps 3 --timeout-s 120 || echo "gpu_check: the dense executor run FAILED"
+echo "== executor: Mixtral 8x7B scaled 1/4, one GPU, mbs 1, gbs 4, seq 2048 (MoE)"
+./build-gpu/cli/dtplan execute --backend cuda --model mixtral-8x7b --scale 4 --cluster "$profile" \
+  --gpus 1 --mbs 1 --gbs 4 --seq 2048 --steps 3 --timeout-s 120 || echo "gpu_check: the MoE executor run FAILED"
+echo "== executor: Llama-3-8B, one GPU, no ZeRO (the memory model says it does not fit in $prof_gib GiB)"
+set +e
+./build-gpu/cli/dtplan execute --backend cuda --model llama3-8b --cluster "$profile" --gpus 1 \
+  --mbs 1 --gbs 1 --seq 2048 --steps 1 --timeout-s 120 2>&1 | tail -3
+echo "gpu_check: exit ${PIPESTATUS[0]} (2 with 'out of memory' expected)"
+set -e
 echo "gpu_check: done in $(( $(date +%s) - start )) s; profile at $out/calibrated.yaml"

@@ -165,6 +165,12 @@ ActivationInputs activation_inputs(const ModelSpec& m, const Workload& w, const 
   return a;
 }
 
+double runtime_buffer_bytes(const Plan& p) {
+  int communicators = 1;  // world/DP
+  for (int deg : {p.tp, p.cp, p.pp, p.ep}) communicators += deg > 1 ? 1 : 0;
+  return kCudaContextBytes + communicators * kNcclBytesPerCommunicator;
+}
+
 StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
                          const IPipelineSchedule& schedule, int rank) {
   return stage_memory(m, w, p, schedule, rank, count_params(m), activation_inputs(m, w, p),
@@ -237,10 +243,7 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
         tokens * static_cast<double>(m.vocab) / p.tp * (2 + 4) + tokens * 2.0 * m.hidden / sp_div;
   }
 
-  // Runtime buffers.
-  int communicators = 1;  // world/DP
-  for (int deg : {p.tp, p.cp, p.pp, p.ep}) communicators += deg > 1 ? 1 : 0;
-  s.buffers_bytes = kCudaContextBytes + communicators * kNcclBytesPerCommunicator;
+  s.buffers_bytes = runtime_buffer_bytes(p);
   if (fp8) s.buffers_bytes += copies * fp8_gemms_on_rank(m, p, l) * fp8_meta_bytes_per_gemm(w);
   if (p.zero >= 3) {
     // The gathered 16-bit parameters of the largest layer and their 16-bit gradients before the

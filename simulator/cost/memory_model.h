@@ -26,6 +26,10 @@ inline constexpr double kCudaContextBytes = 300e6;
 // communicator (NCCL defaults); we budget one such set per parallel dimension in use.
 inline constexpr double kNcclBytesPerCommunicator = 4.0 * 1048576 * 2 * 16;
 
+// The CUDA context and one set of NCCL buffers per parallel dimension in use: the runtime's own
+// part of StageMemory::buffers_bytes (a real device holds it without the executor allocating it).
+double runtime_buffer_bytes(const Plan& p);
+
 // Bytes of one parameter's gradient as the framework keeps and reduces it: fp32 main gradients
 // with bf16 and fp8 (Megatron-LM forces accumulate_allreduce_grads_in_fp32 for bf16,
 // megatron/training/arguments.py), the 16-bit training precision with fp16 (Megatron's default
