@@ -46,8 +46,9 @@ std::string calibrated_profile_yaml(const std::string& base_path, const Hardware
   YAML::Node cal(YAML::NodeType::Map);
   YAML::Node prov = flow_map();
   prov["source"] =
-      fmt::format("measured with dtplan calibrate --backend {} on {} rank(s), {} host(s)",
-                  r.backend, r.ranks, r.hosts);
+      fmt::format("measured with {} on {} rank(s), {} host(s)",
+                  r.env.tool.empty() ? "dtplan calibrate --backend " + r.backend : r.env.tool,
+                  r.ranks, r.hosts);
   prov["date"] = r.date;
   prov["device"] = r.env.device;
   prov["tool"] = r.env.tool;

@@ -10,6 +10,7 @@
 #include "calibrate/process_group.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "core/catalog.h"
 #include "core/error.h"
 #include "executor/runner.h"
 
@@ -162,6 +163,7 @@ void register_execute(CLI::App& app, CommandContext& ctx) {
   static PlanOptions plan;
   static exec::ExecOptions o;
   static bool json = false;
+  static std::string update_profile;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
   cmd->add_option("--backend", o.backend,
@@ -186,6 +188,9 @@ void register_execute(CLI::App& app, CommandContext& ctx) {
                 "Run the orchestration only, every op skipped: the executor's own cost");
   cmd->add_option("--op-log", o.op_log_dir,
                   "Write each rank's executed instructions, in order, to DIR/rank-N.log");
+  cmd->add_option("--update-profile", update_profile,
+                  "Fold the measured GEMM and collective times into a calibrated profile written "
+                  "here (the calibrator's fits and format: docs/calibration.md)");
   cmd->add_flag("--json", json, "Machine-readable output");
   cmd->callback([&ctx] {
     std::vector<Violation> violations;
@@ -212,6 +217,11 @@ void register_execute(CLI::App& app, CommandContext& ctx) {
       fmt::print("{}\n", to_json(res, r.plan).dump(2));
     else
       print_text(res, r.plan);
+    if (!update_profile.empty()) {
+      exec::write_updated_profile(res, resolve_profile_path(spec.cluster), r.cluster.profile,
+                                  update_profile);
+      fmt::print(stderr, "dtplan execute: calibrated profile written to {}\n", update_profile);
+    }
   });
 }
 

@@ -44,6 +44,8 @@ class IExecSession {
   // Sends do not block: finish_sends() completes them (at the step's end).
   virtual double run(const Instr& instr) = 0;
   virtual void finish_sends() = 0;
+  // The precision the backend runs a GEMM op in (for measured tables: --update-profile).
+  virtual Precision gemm_precision(const Op& op) const = 0;
   // Whether the device's runtime holds the CUDA context and NCCL buffers itself (the executor
   // then allocates only the rest of the memory model's buffers: runtime_buffer_bytes).
   virtual bool holds_runtime_buffers() const { return false; }

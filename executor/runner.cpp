@@ -143,7 +143,12 @@ nlohmann::json rank_json(const RankResult& r) {
   j["instructions"] = r.instructions;
   j["gemm_shapes"] = nlohmann::json::array();
   for (const auto& g : r.gemm_shapes)
-    j["gemm_shapes"].push_back({g.m, g.n, g.k, g.count, g.calls, g.measured_s, g.predicted_s});
+    j["gemm_shapes"].push_back({g.m, g.n, g.k, g.count, g.calls, g.measured_s, g.predicted_s,
+                                static_cast<int>(g.precision)});
+  j["collective_shapes"] = nlohmann::json::array();
+  for (const auto& c : r.collective_shapes)
+    j["collective_shapes"].push_back({static_cast<int>(c.op), c.group_size, c.crosses_nodes,
+                                      c.bytes, c.calls, c.measured_s, c.predicted_s});
   for (int k = 0; k < kNumOpClasses; ++k) {
     j["measured_s"].push_back(r.classes.measured_s[k]);
     j["predicted_s"].push_back(r.classes.predicted_s[k]);
@@ -164,8 +169,12 @@ RankResult rank_from_json(const nlohmann::json& j) {
   r.instructions = j.at("instructions");
   for (const auto& g : j.at("gemm_shapes"))
     r.gemm_shapes.push_back({g.at(0).get<int64_t>(), g.at(1).get<int64_t>(), g.at(2).get<int64_t>(),
-                             g.at(3).get<int>(), g.at(4).get<int>(), g.at(5).get<double>(),
-                             g.at(6).get<double>()});
+                             g.at(3).get<int>(), static_cast<Precision>(g.at(7).get<int>()),
+                             g.at(4).get<int>(), g.at(5).get<double>(), g.at(6).get<double>()});
+  for (const auto& c : j.at("collective_shapes"))
+    r.collective_shapes.push_back(
+        {static_cast<CollectiveOp>(c.at(0).get<int>()), c.at(1).get<int>(), c.at(2).get<bool>(),
+         c.at(3).get<double>(), c.at(4).get<int>(), c.at(5).get<double>(), c.at(6).get<double>()});
   for (int k = 0; k < kNumOpClasses; ++k) {
     r.classes.measured_s[k] = j.at("measured_s").at(static_cast<size_t>(k));
     r.classes.predicted_s[k] = j.at("predicted_s").at(static_cast<size_t>(k));
@@ -266,7 +275,8 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
   for (int step = 0; step < o.steps; ++step) {
     world.barrier("the start of a step");
     ClassTimes ct;
-    std::map<std::tuple<int64_t, int64_t, int64_t, int>, GemmShapeTimes> shapes;
+    std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, GemmShapeTimes> shapes;
+    std::map<std::tuple<int, int, bool, double>, CollectiveShapeTimes> colls;
     const double t0 = now_s();
     for (size_t k = 0; k < prog.instrs.size(); ++k) {
       const Instr& i = prog.instrs[k];
@@ -299,11 +309,23 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
         ct.predicted_s[cl] += i.predicted_s;
         ct.count[cl] += 1;
         if (i.kind == InstrKind::kCompute && i.op.kind == OpKind::kGemm) {
-          GemmShapeTimes& g = shapes[{i.op.m, i.op.n, i.op.k, i.op.count}];
-          g.m = i.op.m, g.n = i.op.n, g.k = i.op.k, g.count = i.op.count;
+          const Precision prec = session->gemm_precision(i.op);
+          GemmShapeTimes& g = shapes[{i.op.m, i.op.n, i.op.k, i.op.count, static_cast<int>(prec)}];
+          g.m = i.op.m, g.n = i.op.n, g.k = i.op.k, g.count = i.op.count, g.precision = prec;
           g.calls += 1;
           g.measured_s += t;
           g.predicted_s += i.predicted_s;
+        }
+        if (i.kind == InstrKind::kCollective) {
+          const GroupPlacement& gp = i.op.group;
+          CollectiveShapeTimes& cs =
+              colls[{static_cast<int>(i.op.collective), grid.group_size(i.group),
+                     gp.crosses_nodes(), i.op.bytes}];
+          cs.op = i.op.collective, cs.group_size = grid.group_size(i.group);
+          cs.crosses_nodes = gp.crosses_nodes(), cs.bytes = i.op.bytes;
+          cs.calls += 1;
+          cs.measured_s += t;
+          cs.predicted_s += i.predicted_s;
         }
       }
       dog.leave();
@@ -317,6 +339,8 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
     mine.classes = ct;
     mine.gemm_shapes.clear();
     for (const auto& [key, g] : shapes) mine.gemm_shapes.push_back(g);
+    mine.collective_shapes.clear();
+    for (const auto& [key, cs] : colls) mine.collective_shapes.push_back(cs);
     for (auto& [key, block] : live)
       session->release(block.first, block.second), held -= block.second;
     live.clear();
@@ -335,15 +359,27 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
         std::max(out.measured_peak_bytes, std::max(r.peak_bytes, r.device_peak_bytes));
     out.predicted_peak_bytes = std::max(out.predicted_peak_bytes, r.predicted_peak_bytes);
   }
-  std::map<std::tuple<int64_t, int64_t, int64_t, int>, GemmShapeTimes> shapes;
-  for (const auto& r : out.per_rank)
+  std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, GemmShapeTimes> shapes;
+  std::map<std::tuple<int, int, bool, double>, CollectiveShapeTimes> colls;
+  for (const auto& r : out.per_rank) {
+    for (const auto& cs : r.collective_shapes) {
+      auto [it, fresh] = colls.try_emplace(
+          {static_cast<int>(cs.op), cs.group_size, cs.crosses_nodes, cs.bytes}, cs);
+      if (fresh) continue;
+      it->second.calls += cs.calls;
+      it->second.measured_s += cs.measured_s;
+      it->second.predicted_s += cs.predicted_s;
+    }
     for (const auto& g : r.gemm_shapes) {
-      auto [it, fresh] = shapes.try_emplace({g.m, g.n, g.k, g.count}, g);
+      auto [it, fresh] =
+          shapes.try_emplace({g.m, g.n, g.k, g.count, static_cast<int>(g.precision)}, g);
       if (fresh) continue;
       it->second.calls += g.calls;
       it->second.measured_s += g.measured_s;
       it->second.predicted_s += g.predicted_s;
     }
+  }
+  for (const auto& [key, cs] : colls) out.collective_shapes.push_back(cs);
   for (const auto& [key, g] : shapes) out.gemm_shapes.push_back(g);
   std::sort(
       out.gemm_shapes.begin(), out.gemm_shapes.end(),

@@ -38,6 +38,17 @@ struct ClassTimes {
 struct GemmShapeTimes {
   int64_t m = 0, n = 0, k = 0;
   int count = 1;
+  Precision precision = Precision::kBf16;  // what the backend ran it in
+  int calls = 0;
+  double measured_s = 0, predicted_s = 0;  // summed over the calls
+};
+
+// One collective's calls in a step: operation, group, nccl-tests size.
+struct CollectiveShapeTimes {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  int group_size = 1;
+  bool crosses_nodes = false;
+  double bytes = 0;
   int calls = 0;
   double measured_s = 0, predicted_s = 0;  // summed over the calls
 };
@@ -45,12 +56,13 @@ struct GemmShapeTimes {
 struct RankResult {
   int rank = 0, stage = 0;
   std::string host;
-  std::vector<double> step_s;               // barrier to barrier, every step
-  double peak_bytes = 0;                    // what the executor held at its peak
-  double predicted_peak_bytes = 0;          // the memory model's figure for this stage
-  double device_peak_bytes = 0;             // what the device reports (0: no figure)
-  ClassTimes classes;                       // the last step
-  std::vector<GemmShapeTimes> gemm_shapes;  // the last step, by shape
+  std::vector<double> step_s;                           // barrier to barrier, every step
+  double peak_bytes = 0;                                // what the executor held at its peak
+  double predicted_peak_bytes = 0;                      // the memory model's figure for this stage
+  double device_peak_bytes = 0;                         // what the device reports (0: no figure)
+  ClassTimes classes;                                   // the last step
+  std::vector<GemmShapeTimes> gemm_shapes;              // the last step, by shape
+  std::vector<CollectiveShapeTimes> collective_shapes;  // the last step
   int instructions = 0;
 };
 
@@ -62,9 +74,10 @@ struct ExecResult {
   int ranks = 0;
   std::vector<RankResult> per_rank;         // rank 0 only: every rank's
   std::vector<GemmShapeTimes> gemm_shapes;  // summed over ranks, largest measured time first
-  double measured_step_s = 0;               // the last step, slowest rank
-  double measured_peak_bytes = 0;           // the largest rank's
-  double predicted_step_s = 0;              // the closed-form estimate of the same (scaled) plan
+  std::vector<CollectiveShapeTimes> collective_shapes;  // summed over ranks
+  double measured_step_s = 0;                           // the last step, slowest rank
+  double measured_peak_bytes = 0;                       // the largest rank's
+  double predicted_step_s = 0;  // the closed-form estimate of the same (scaled) plan
   double predicted_peak_bytes = 0;
   double predicted_step_sim_s = 0;  // the discrete-event simulation of it
 };
@@ -74,6 +87,13 @@ struct ExecResult {
 // Throws InputError for an impossible request; a hang ends the job through the watchdog (exit 3).
 ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, const Plan& p,
                    const ExecOptions& options, const calibrate::ProcessGroup& world);
+
+// Folds a run's measured GEMM and collective times into a calibrated profile, as the calibrator
+// writes one (its fits, tables and provenance; calibrate/output.h): `base_path` is the profile
+// the run was predicted with. Writes `out` atomically after checking that it loads. Throws
+// InputError (naming --update-profile) when the measurements do not fit.
+void write_updated_profile(const ExecResult& r, const std::string& base_path,
+                           const HardwareProfile& base, const std::string& out);
 
 // The backend names registered (`dtplan list executors`).
 std::vector<std::string> executor_backends();

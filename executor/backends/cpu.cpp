@@ -169,6 +169,8 @@ class CpuExecSession : public IExecSession {
     return now_s() - t0;
   }
 
+  Precision gemm_precision(const Op&) const override { return Precision::kFp32; }
+
   void finish_sends() override {
 #ifdef DTPLAN_HAVE_MPI
     if (!requests_.empty())

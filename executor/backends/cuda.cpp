@@ -224,6 +224,10 @@ class CudaExecSession : public IExecSession {
   }
   double device_peak_bytes() const override { return device_peak_; }
   bool holds_runtime_buffers() const override { return true; }
+  Precision gemm_precision(const Op& op) const override {
+    if (fp8_ && !op.high_precision) return Precision::kFp8;
+    return o_.precision == Precision::kFp16 ? Precision::kFp16 : Precision::kBf16;
+  }
   void abort_hung() override {
     for (auto& c : comms_)
       if (c) ncclCommAbort(c);

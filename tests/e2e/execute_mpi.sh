@@ -44,11 +44,24 @@ fi
 echo "== 1. TP2 PP2 dense plan"
 "${mpi[@]}" "$dtplan" execute --backend cpu --model megatron-1.7b --cluster cpu-host --gpus 4 \
   --tp 2 --pp 2 --mbs 1 --gbs 6 --seq 256 --steps 1 --json --op-log "$work/log" \
+  --update-profile "$work/updated.yaml" \
   > "$work/dense.json" 2> "$work/dense.err" || { cat "$work/dense.err"; exit 1; }
-python3 - "$work/dense.json" "$work/log" <<'PY'
+# The updated profile loads and estimates, and its GEMM table is the run's per-shape times.
+"$dtplan" estimate --cluster "$work/updated.yaml" --gpus 4 --model megatron-1.7b --tp 2 --pp 2 \
+  --gbs 6 --seq 256 > /dev/null || { echo "FAIL: the updated profile does not estimate"; exit 1; }
+python3 - "$work/dense.json" "$work/log" "$work/updated.yaml" <<'PY'
 import json, re, sys
 j = json.load(open(sys.argv[1]))
 logdir = sys.argv[2]
+table = {}
+for line in open(sys.argv[3]):
+    mg = re.search(r"\{precision: fp32, m: (\d+), n: (\d+), k: (\d+), tflops: ([0-9.e+-]+)\}", line)
+    if mg: table[tuple(int(x) for x in mg.groups()[:3])] = float(mg.group(4))
+assert j["gemm_shapes"], "no GEMM shapes"
+for g in j["gemm_shapes"]:
+    want = 2 * g["m"] * g["n"] * g["k"] / (g["measured_s_per_call"] / g["copies"]) / 1e12
+    got = table[(g["m"], g["n"], g["k"])]
+    assert abs(got - want) <= 1e-4 * want, (g, got, want)
 assert j["ranks"] == 4, j["ranks"]
 for side in ("measured", "predicted"):
     for k in ("step_time_s", "peak_memory_bytes"):
