@@ -10,6 +10,7 @@
 #include "calibrate/process_group.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/search_options.h"
 #include "core/catalog.h"
 #include "core/error.h"
 #include "executor/runner.h"
@@ -62,6 +63,7 @@ nlohmann::json to_json(const exec::ExecResult& r, const Plan& p) {
   j["scale"] = r.scale;
   j["plan"] = p.describe();
   j["ranks"] = r.ranks;
+  j["plan_ranks"] = r.plan_ranks;
   j["notes"] = r.notes;
   j["measured"] = {{"step_time_s", r.measured_step_s},
                    {"peak_memory_bytes", r.measured_peak_bytes}};
@@ -96,6 +98,8 @@ nlohmann::json to_json(const exec::ExecResult& r, const Plan& p) {
     q["peak_memory_bytes"] = pr.peak_bytes;
     q["predicted_peak_memory_bytes"] = pr.predicted_peak_bytes;
     q["instructions"] = pr.instructions;
+    q["modelled_ops"] = pr.modelled_ops;
+    q["modelled_s"] = pr.modelled_s;
     q["op_classes"] = nlohmann::json::array();
     for (int k = 0; k < exec::kNumOpClasses; ++k)
       if (pr.classes.count[k] > 0)
@@ -110,8 +114,8 @@ nlohmann::json to_json(const exec::ExecResult& r, const Plan& p) {
 
 void print_text(const exec::ExecResult& r, const Plan& p) {
   const double gb = 1e9;
-  fmt::print("dtplan execute: {} on {} rank(s), backend {} ({})\n", r.model.name, r.ranks,
-             r.backend, r.device);
+  fmt::print("dtplan execute: {} on {} of the plan's {} GPU(s), backend {} ({})\n", r.model.name,
+             r.ranks, r.plan_ranks, r.backend, r.device);
   fmt::print("plan: {}\n\n", p.describe());
   fmt::print("{:<14} {:>12} {:>14} {:>8}\n", "", "measured", "predicted", "ratio");
   fmt::print("{:<14} {:>10.4f} s {:>12.4f} s {:>8}   (closed form; simulated {:.4f} s)\n",
@@ -141,12 +145,13 @@ void print_text(const exec::ExecResult& r, const Plan& p) {
                ratio(g.measured_s, g.predicted_s));
   }
   fmt::print("\nper rank:\n");
-  fmt::print("  {:>4} {:>5} {:>12} {:>12} {:>14}\n", "rank", "stage", "step s", "peak GB",
-             "predicted GB");
+  fmt::print("  {:>4} {:>5} {:>12} {:>12} {:>14} {:>16}\n", "rank", "stage", "step s", "peak GB",
+             "predicted GB", "modelled ops (s)");
   for (const auto& pr : r.per_rank)
-    fmt::print("  {:>4} {:>5} {:>12.4f} {:>12.3f} {:>14.3f}\n", pr.rank, pr.stage,
+    fmt::print("  {:>4} {:>5} {:>12.4f} {:>12.3f} {:>14.3f} {:>16}\n", pr.rank, pr.stage,
                pr.step_s.empty() ? 0.0 : pr.step_s.back(), pr.peak_bytes / gb,
-               pr.predicted_peak_bytes / gb);
+               pr.predicted_peak_bytes / gb,
+               fmt::format("{} ({:.4f})", pr.modelled_ops, pr.modelled_s));
   fmt::print("\nhow it ran:\n");
   for (const auto& n : r.notes) fmt::print("  - {}\n", n);
   fmt::print("  - software: {}\n", r.software);
@@ -163,7 +168,7 @@ void register_execute(CLI::App& app, CommandContext& ctx) {
   static PlanOptions plan;
   static exec::ExecOptions o;
   static bool json = false;
-  static std::string update_profile;
+  static std::string update_profile, ranks;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
   cmd->add_option("--backend", o.backend,
@@ -184,6 +189,10 @@ void register_execute(CLI::App& app, CommandContext& ctx) {
                   "or stopped peer); the stalled op, its group and host are named")
       ->check(finite_range(0.001, 1e6))
       ->capture_default_str();
+  cmd->add_option("--ranks", ranks,
+                  "Run only these of the plan's GPUs (e.g. 0-7: one node's, or 0: one GPU), one "
+                  "process each; collectives and transfers with a peer outside them become waits "
+                  "of the model's time (said in the output)");
   cmd->add_flag("--empty-ops", o.empty_ops,
                 "Run the orchestration only, every op skipped: the executor's own cost");
   cmd->add_option("--op-log", o.op_log_dir,
@@ -199,6 +208,8 @@ void register_execute(CLI::App& app, CommandContext& ctx) {
       ctx.exit_code = 2;
       return;
     }
+    o.ranks.clear();
+    if (!ranks.empty()) o.ranks = parse_int_set(ranks, "--ranks", 1 << 21, /*positive=*/false);
     calibrate::ProcessGroup world(nullptr, nullptr, o.timeout_s);
     exec::ExecResult res;
     try {

@@ -33,14 +33,16 @@ class IExecSession {
   virtual ~IExecSession() = default;
   virtual ExecEnvironment environment() const = 0;
   // Called by every rank, for every group kind, in the same order: this rank is member `key`
-  // of group `color` (RankGrid::group_index / coord), of `size` ranks.
+  // of group `color` (RankGrid::group_index / coord), of `size` ranks; color -1: the group has
+  // a member outside the run, so no communicator (its collectives are modelled).
   virtual void make_group(GroupKind kind, int color, int key, int size) = 0;
   // Scratch for the program's largest operands (called once, before the first step).
   virtual void prepare(const RankProgram& program) = 0;
   // Real memory of `bytes`, every page touched (throws std::bad_alloc when it is not there).
   virtual void* allocate(double bytes) = 0;
   virtual void release(void* p, double bytes) = 0;
-  // Runs one compute, collective, send or receive instruction; returns its measured seconds.
+  // Runs one compute, collective, send or receive instruction (never a modelled one); returns
+  // its measured seconds.
   // Sends do not block: finish_sends() completes them (at the step's end).
   virtual double run(const Instr& instr) = 0;
   virtual void finish_sends() = 0;

@@ -61,6 +61,7 @@ std::string Instr::label() const {
       break;
   }
   if (recompute) s += " (recompute)";
+  if (modelled) s += " (modelled: a peer is outside the ranks run)";
   return s;
 }
 

@@ -58,6 +58,9 @@ struct Instr {
   int tag = 0;                       // send/recv: unique per (direction, micro-batch, chunk)
   double bytes = 0;                  // send/recv/alloc/free
   double predicted_s = 0;
+  // A collective or transfer with a peer outside the ranks a run holds (ExecOptions::ranks):
+  // the run waits the model's time instead of running it.
+  bool modelled = false;
   std::string label() const;  // "F mb0 c1 L5 qkv_proj" for logs and errors
 };
 

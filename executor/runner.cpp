@@ -93,7 +93,7 @@ class Watchdog {
       if (now_s() - started_.load(std::memory_order_relaxed) < timeout_) continue;
       std::fprintf(stderr,
                    "dtplan: error: %s: %s did not complete within %g s (watchdog, --timeout-s): "
-                   "a peer in that group is stopped or dead; ending the run\n",
+                   "a peer is stopped or dead, or waits on one that is; ending the run\n",
                    world_.where().c_str(), describe(cur).c_str(), timeout_);
       session_.abort_hung();
       world_.abort(3);
@@ -141,6 +141,8 @@ nlohmann::json rank_json(const RankResult& r) {
   j["predicted_peak_bytes"] = r.predicted_peak_bytes;
   j["device_peak_bytes"] = r.device_peak_bytes;
   j["instructions"] = r.instructions;
+  j["modelled_ops"] = r.modelled_ops;
+  j["modelled_s"] = r.modelled_s;
   j["gemm_shapes"] = nlohmann::json::array();
   for (const auto& g : r.gemm_shapes)
     j["gemm_shapes"].push_back({g.m, g.n, g.k, g.count, g.calls, g.measured_s, g.predicted_s,
@@ -167,6 +169,8 @@ RankResult rank_from_json(const nlohmann::json& j) {
   r.predicted_peak_bytes = j.at("predicted_peak_bytes");
   r.device_peak_bytes = j.at("device_peak_bytes");
   r.instructions = j.at("instructions");
+  r.modelled_ops = j.at("modelled_ops");
+  r.modelled_s = j.at("modelled_s");
   for (const auto& g : j.at("gemm_shapes"))
     r.gemm_shapes.push_back({g.at(0).get<int64_t>(), g.at(1).get<int64_t>(), g.at(2).get<int64_t>(),
                              g.at(3).get<int>(), static_cast<Precision>(g.at(7).get<int>()),
@@ -203,11 +207,29 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
   out.scale = o.scale > 0 ? o.scale : backend->default_scale();
   out.model = scale_model(model, p, out.scale);
   const ModelSpec& m = out.model;
-  if (world.size() != p.world())
-    throw InputError({}, "--gpus",
-                     fmt::format("the plan runs on {} GPUs but {} process(es) were started: start "
-                                 "one per GPU (mpirun -np {} dtplan execute ...)",
-                                 p.world(), world.size(), p.world()));
+  // The plan's ranks this run holds: process i runs plan rank subset[i].
+  std::vector<int> subset = o.ranks;
+  if (subset.empty())
+    for (int r = 0; r < p.world(); ++r) subset.push_back(r);
+  std::vector<int> process_of(static_cast<size_t>(p.world()), -1);
+  for (size_t i = 0; i < subset.size(); ++i) {
+    const int r = subset[i];
+    if (r < 0 || r >= p.world())
+      throw InputError({}, "--ranks",
+                       fmt::format("rank {} is not one of the plan's {} GPUs (0..{})", r, p.world(),
+                                   p.world() - 1));
+    if (process_of[static_cast<size_t>(r)] >= 0)
+      throw InputError({}, "--ranks", fmt::format("rank {} is listed twice", r));
+    process_of[static_cast<size_t>(r)] = static_cast<int>(i);
+  }
+  if (world.size() != static_cast<int>(subset.size()))
+    throw InputError(
+        {}, o.ranks.empty() ? "--gpus" : "--ranks",
+        fmt::format("the run holds {} of the plan's GPUs but {} process(es) were started: start "
+                    "one per GPU (mpirun -np {} dtplan execute ...)",
+                    subset.size(), world.size(), subset.size()));
+  const int plan_rank = subset[static_cast<size_t>(world.rank())];
+  out.plan_ranks = p.world();
   {
     const std::vector<Violation> v = validate_plan(m, c.num_gpus, w, p);
     if (!v.empty())
@@ -216,7 +238,28 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
           fmt::format("{} (for the model as the executor runs it: {})", v.front().reason, m.name));
   }
   const RankGrid grid(p);
-  const RankProgram prog = build_rank_program(m, w, p, c, grid, world.rank());
+  auto inside = [&](GroupKind kind) {
+    for (int r : grid.group(kind, plan_rank))
+      if (process_of[static_cast<size_t>(r)] < 0) return false;
+    return true;
+  };
+  RankProgram prog = build_rank_program(m, w, p, c, grid, plan_rank);
+  // Peers as processes; what leaves the run becomes a wait of the model's time.
+  bool kind_inside[kNumGroupKinds];
+  for (int k = 0; k < kNumGroupKinds; ++k) kind_inside[k] = inside(static_cast<GroupKind>(k));
+  for (Instr& i : prog.instrs) {
+    if (i.kind == InstrKind::kCollective) i.modelled = !kind_inside[static_cast<int>(i.group)];
+    if (i.kind == InstrKind::kSend || i.kind == InstrKind::kRecv) {
+      const int proc = process_of[static_cast<size_t>(i.peer)];
+      if (proc < 0) {
+        i.modelled = true;
+        // A receive from outside waits the transfer's time; the sender's schedule is not run.
+        if (i.kind == InstrKind::kRecv) i.predicted_s = 0;
+      } else {
+        i.peer = proc;
+      }
+    }
+  }
   ExecBackendOptions bo;
   bo.scale = out.scale;
   bo.precision = w.precision;
@@ -226,15 +269,24 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
   out.software = env.software;
   out.notes = env.notes;
   if (o.empty_ops) out.notes.push_back("--empty-ops: every op skipped (the executor's own cost)");
+  if (static_cast<int>(subset.size()) < p.world())
+    out.notes.push_back(fmt::format(
+        "--ranks: {} of the plan's {} GPUs run; collectives and pipeline transfers with a peer "
+        "outside them are waits of the model's time (per rank: modelled_ops, modelled_s), and a "
+        "receive from outside does not wait for the sending stage's work, so the measured step "
+        "holds no pipeline bubble from the stages not run",
+        subset.size(), p.world()));
   for (int k = 0; k < kNumGroupKinds; ++k) {
     const auto kind = static_cast<GroupKind>(k);
-    session->make_group(kind, grid.group_index(kind, world.rank()), grid.coord(kind, world.rank()),
-                        grid.group_size(kind));
+    // A group with a member outside the run has no communicator (color -1): its collectives
+    // are modelled.
+    session->make_group(kind, kind_inside[k] ? grid.group_index(kind, plan_rank) : -1,
+                        grid.coord(kind, plan_rank), grid.group_size(kind));
   }
   session->prepare(prog);
 
   RankResult mine;
-  mine.rank = world.rank();
+  mine.rank = plan_rank;
   mine.stage = prog.stage;
   mine.host = world.hostname();
   mine.predicted_peak_bytes = prog.predicted_memory.total_bytes();
@@ -275,6 +327,8 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
   for (int step = 0; step < o.steps; ++step) {
     world.barrier("the start of a step");
     ClassTimes ct;
+    int modelled_ops = 0;
+    double modelled_s = 0;
     std::map<std::tuple<int64_t, int64_t, int64_t, int, int>, GemmShapeTimes> shapes;
     std::map<std::tuple<int, int, bool, double>, CollectiveShapeTimes> colls;
     const double t0 = now_s();
@@ -304,7 +358,16 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
         }
       } else {
         const size_t cl = static_cast<size_t>(i.op_class);
-        const double t = o.empty_ops ? 0.0 : session->run(i);
+        double t = 0;
+        if (i.modelled) {
+          const double t1 = now_s();
+          if (!o.empty_ops && i.predicted_s > 0)
+            std::this_thread::sleep_for(std::chrono::duration<double>(i.predicted_s));
+          t = now_s() - t1;
+          modelled_ops += 1, modelled_s += t;
+        } else if (!o.empty_ops) {
+          t = session->run(i);
+        }
         ct.measured_s[cl] += t;
         ct.predicted_s[cl] += i.predicted_s;
         ct.count[cl] += 1;
@@ -316,7 +379,7 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
           g.measured_s += t;
           g.predicted_s += i.predicted_s;
         }
-        if (i.kind == InstrKind::kCollective) {
+        if (i.kind == InstrKind::kCollective && !i.modelled) {
           const GroupPlacement& gp = i.op.group;
           CollectiveShapeTimes& cs =
               colls[{static_cast<int>(i.op.collective), grid.group_size(i.group),
@@ -337,6 +400,8 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
     world.barrier("the end of a step");
     mine.step_s.push_back(now_s() - t0);
     mine.classes = ct;
+    mine.modelled_ops = modelled_ops;
+    mine.modelled_s = modelled_s;
     mine.gemm_shapes.clear();
     for (const auto& [key, g] : shapes) mine.gemm_shapes.push_back(g);
     mine.collective_shapes.clear();

@@ -26,6 +26,9 @@ struct ExecOptions {
   double timeout_s = 300;
   bool empty_ops = false;  // orchestration only: every op skipped (executor overhead)
   std::string op_log_dir;  // where each rank writes its executed op log ("" = none)
+  // The plan's ranks this run holds, one process each (empty: all of them). Collectives and
+  // transfers with a peer outside become waits of the model's time (Instr::modelled).
+  std::vector<int> ranks;
 };
 
 struct ClassTimes {
@@ -54,7 +57,9 @@ struct CollectiveShapeTimes {
 };
 
 struct RankResult {
-  int rank = 0, stage = 0;
+  int rank = 0, stage = 0;  // the plan's rank this process held, its pipeline stage
+  int modelled_ops = 0;     // collectives and transfers waited for (a peer outside the run)
+  double modelled_s = 0;    // their time in the last step
   std::string host;
   std::vector<double> step_s;                           // barrier to barrier, every step
   double peak_bytes = 0;                                // what the executor held at its peak
@@ -71,7 +76,8 @@ struct ExecResult {
   std::vector<std::string> notes;
   ModelSpec model;  // what ran (scaled)
   int scale = 1;
-  int ranks = 0;
+  int ranks = 0;                            // processes that ran
+  int plan_ranks = 0;                       // the plan's GPUs
   std::vector<RankResult> per_rank;         // rank 0 only: every rank's
   std::vector<GemmShapeTimes> gemm_shapes;  // summed over ranks, largest measured time first
   std::vector<CollectiveShapeTimes> collective_shapes;  // summed over ranks

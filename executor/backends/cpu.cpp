@@ -98,13 +98,13 @@ class CpuExecSession : public IExecSession {
 #ifdef DTPLAN_HAVE_MPI
     if (world_.mpi()) {
       MPI_Comm c = MPI_COMM_NULL;
-      MPI_Comm_split(MPI_COMM_WORLD, color, key, &c);
+      MPI_Comm_split(MPI_COMM_WORLD, color < 0 ? MPI_UNDEFINED : color, key, &c);
       comms_[static_cast<size_t>(kind)] = c;
       return;
     }
 #endif
-    (void)color, (void)key;
-    if (size > 1)
+    (void)key;
+    if (size > 1 && color >= 0)
       throw InputError({}, "--gpus",
                        fmt::format("the {} group has {} ranks but this process runs alone; start "
                                    "it with mpirun -np N (one process per GPU)",
@@ -114,6 +114,7 @@ class CpuExecSession : public IExecSession {
   void prepare(const RankProgram& prog) override {
     size_t a = 1, b = 1, c = 1, comm = 1;
     for (const Instr& i : prog.instrs) {
+      if (i.modelled) continue;
       const Op& o = i.op;
       if (i.kind == InstrKind::kCompute && o.kind == OpKind::kGemm) {
         a = std::max(a, static_cast<size_t>(o.m * o.k));

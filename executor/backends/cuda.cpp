@@ -140,18 +140,20 @@ class CudaExecSession : public IExecSession {
   void make_group(GroupKind kind, int color, int key, int) override {
     if (!world_comm_) return;
     ncclComm_t c = nullptr;
-    NCCL_OK(ncclCommSplit(world_comm_, color, key, &c, nullptr));
+    NCCL_OK(ncclCommSplit(world_comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &c, nullptr));
     comms_[static_cast<size_t>(kind)] = c;
   }
 
   void prepare(const RankProgram& prog) override {
     size_t a = 1, b = 1, c = 1, comm = 1;
     for (const Instr& i : prog.instrs) {
+      if (i.modelled) continue;
       const Op& op = i.op;
       if (i.kind == InstrKind::kSend || i.kind == InstrKind::kRecv)
         throw InputError(SourceLocation{}, "--pp",
                          "the cuda backend does not run pipeline transfers yet: run one-stage "
-                         "plans (--pp 1) on it, or the whole plan on the cpu backend");
+                         "plans (--pp 1), or one stage's ranks of a pipeline (--ranks: its "
+                         "transfers are then modelled), or the whole plan on the cpu backend");
       if (i.kind == InstrKind::kCompute && op.kind == OpKind::kGemm) {
         a = std::max(a, static_cast<size_t>(op.m * op.k));
         b = std::max(b, static_cast<size_t>(op.k * op.n));

@@ -119,6 +119,33 @@ print("   ok: %d expert all-to-alls, measured %.3f s / predicted %.3f s" %
       (names["ep"]["ops"], names["ep"]["measured_s"], names["ep"]["predicted_s"]))
 PY
 
+echo "== 4. a subset of a larger plan (--ranks)"
+# One process runs plan rank 4 (stage 1) of an 8-GPU TP2 PP2 DP2 plan; two run the TP group
+# {0, 1} of stage 0: the TP all-reduces run between them, the rest is modelled.
+"$dtplan" execute --backend cpu --model megatron-1.7b --cluster cpu-host --gpus 8 --tp 2 --pp 2 \
+  --gbs 8 --seq 256 --steps 1 --ranks 4 --json > "$work/one.json" 2> "$work/one.err" ||
+  { cat "$work/one.err"; exit 1; }
+mpirun -np 2 --oversubscribe --mca mpi_yield_when_idle 1 "$dtplan" execute --backend cpu \
+  --model megatron-1.7b --cluster cpu-host --gpus 8 --tp 2 --pp 2 --gbs 8 --seq 256 --steps 1 \
+  --ranks 0-1 --json > "$work/two.json" 2> "$work/two.err" || { cat "$work/two.err"; exit 1; }
+python3 - "$work/one.json" "$work/two.json" <<'PY'
+import json, sys
+one, two = (json.load(open(f)) for f in sys.argv[1:3])
+assert one["ranks"] == 1 and one["plan_ranks"] == 8, (one["ranks"], one["plan_ranks"])
+r = one["per_rank"][0]
+assert (r["rank"], r["stage"]) == (4, 1), r  # tp-cp-ep-dp-pp: rank 4 = tp 0, dp 0, pp 1
+assert r["modelled_ops"] > 0, r
+assert 0.9 < r["peak_memory_bytes"] / r["predicted_peak_memory_bytes"] <= 1.0, r
+assert any("--ranks" in n for n in one["notes"]), one["notes"]
+assert [q["rank"] for q in two["per_rank"]] == [0, 1]
+classes = {c["name"]: c for c in two["op_classes"]}
+# Rank 0's TP group {0, 1} ran for real: its all-reduces are counted; its DP and PP peers are
+# outside, so only those are modelled.
+tp_modelled = sum(q["modelled_ops"] for q in two["per_rank"])
+assert classes["tp"]["ops"] > 0 and tp_modelled > 0
+print("   ok: rank 4 alone (%d modelled ops); ranks 0-1 with real TP all-reduces" % r["modelled_ops"])
+PY
+
 echo "== 3. a stopped rank, a dead rank"
 start=$(date +%s)
 set +e
