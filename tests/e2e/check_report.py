@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Structural checks of dtplan reports (standard library only).
 
-  check_report.py html FILE report|whatif [MAX_BYTES]
+  check_report.py html FILE report|whatif|execute [MAX_BYTES]
       self-contained HTML: every chart of the kind present as an inline <svg> inside its figure;
       no script but the one <script type="application/json" id="dtplan-source"> (which must
       parse as JSON); no event-handler attribute, no javascript: URL, no external resource;
@@ -20,6 +20,7 @@ CHARTS = {
     "report": ["chart-memory-stages", "chart-memory-top", "chart-step-breakdown", "chart-pareto",
                "chart-heatmap", "chart-timeline", "chart-alternatives"],
     "whatif": ["chart-whatif-step", "chart-whatif-memory", "chart-whatif-throughput"],
+    "execute": [],  # dtplan execute --out: tables only
 }
 
 

@@ -123,8 +123,19 @@ echo "== 4. a subset of a larger plan (--ranks)"
 # One process runs plan rank 4 (stage 1) of an 8-GPU TP2 PP2 DP2 plan; two run the TP group
 # {0, 1} of stage 0: the TP all-reduces run between them, the rest is modelled.
 "$dtplan" execute --backend cpu --model megatron-1.7b --cluster cpu-host --gpus 8 --tp 2 --pp 2 \
-  --gbs 8 --seq 256 --steps 1 --ranks 4 --json > "$work/one.json" 2> "$work/one.err" ||
-  { cat "$work/one.err"; exit 1; }
+  --gbs 8 --seq 256 --steps 1 --ranks 4 --json --out "$work/one.html" > "$work/one.json" \
+  2> "$work/one.err" || { cat "$work/one.err"; exit 1; }
+# The validation report: self-contained HTML, its source JSON the same as --json's.
+python3 "$(dirname "$0")/check_report.py" html "$work/one.html" execute
+python3 - "$work/one.html" "$work/one.json" <<'PY'
+import html, json, re, sys
+page = open(sys.argv[1]).read()
+src = re.search(r'<script type="application/json" id="dtplan-source">(.*?)</script>', page, re.S)
+embedded = json.loads(src.group(1))
+printed = json.load(open(sys.argv[2]))
+assert embedded["per_rank"][0]["rank"] == printed["per_rank"][0]["rank"] == 4
+assert embedded["plan"] == printed["plan"]
+PY
 mpirun -np 2 --oversubscribe --mca mpi_yield_when_idle 1 "$dtplan" execute --backend cpu \
   --model megatron-1.7b --cluster cpu-host --gpus 8 --tp 2 --pp 2 --gbs 8 --seq 256 --steps 1 \
   --ranks 0-1 --json > "$work/two.json" 2> "$work/two.err" || { cat "$work/two.err"; exit 1; }
