@@ -81,16 +81,18 @@ class CpuExecSession : public IExecSession {
       e.software += ", " + v.substr(0, v.find(','));
     }
 #endif
-    e.notes = {
-        fmt::format("shapes of the model scaled down 1/{} (hidden, FFN, heads, vocabulary; head "
-                    "width and sequence kept)",
-                    o_.scale),
-        "GEMMs in fp32 through OpenBLAS sgemm whatever the plan's precision",
-        "attention as its Q K^T and P V GEMMs (no softmax kernel)",
+    e.notes.push_back(fmt::format(
+        "shapes of the model scaled down 1/{} (hidden, FFN, heads, vocabulary; head width and "
+        "sequence kept)",
+        o_.scale));
+    e.notes.emplace_back("GEMMs in fp32 through OpenBLAS sgemm whatever the plan's precision");
+    e.notes.emplace_back("attention as its Q K^T and P V GEMMs (no softmax kernel)");
+    e.notes.emplace_back(
         "element-wise ops as a memcpy of the op's bytes; collectives and pipeline transfers as "
-        "MPI calls on the host",
+        "MPI calls on the host");
+    e.notes.emplace_back(
         "times are host wall-clock per op; each MPI rank plays one GPU and ranks share the "
-        "host's cores"};
+        "host's cores");
     return e;
   }
 

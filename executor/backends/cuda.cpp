@@ -124,13 +124,15 @@ class CudaExecSession : public IExecSession {
     e.software =
         fmt::format("CUDA driver {}.{}, runtime {}.{}, cuBLASLt {}, NCCL {}", drv / 1000,
                     (drv % 1000) / 10, rt / 1000, (rt % 1000) / 10, cublasLtGetVersion(), nccl);
-    e.notes = {fmt::format("GEMMs through cuBLASLt in {} (fp32 accumulation, TN layout)",
-                           fp8_ ? "fp8 e4m3 with bf16 output" : to_string(o_.precision)),
-               "attention as its Q K^T and P V GEMMs in bf16 (no fused kernel, no softmax)",
-               "element-wise ops as device-to-device copies of the op's bytes",
-               "collectives through NCCL in bf16; each op timed with CUDA events and "
-               "synchronized",
-               "peak memory: the executor's allocations and the device's own use (cudaMemGetInfo)"};
+    e.notes.push_back(fmt::format("GEMMs through cuBLASLt in {} (fp32 accumulation, TN layout)",
+                                  fp8_ ? "fp8 e4m3 with bf16 output" : to_string(o_.precision)));
+    e.notes.emplace_back(
+        "attention as its Q K^T and P V GEMMs in bf16 (no fused kernel, no softmax)");
+    e.notes.emplace_back("element-wise ops as device-to-device copies of the op's bytes");
+    e.notes.emplace_back(
+        "collectives through NCCL in bf16; each op timed with CUDA events and synchronized");
+    e.notes.emplace_back(
+        "peak memory: the executor's allocations and the device's own use (cudaMemGetInfo)");
     if (o_.scale > 1)
       e.notes.insert(e.notes.begin(),
                      fmt::format("shapes of the model scaled down 1/{}", o_.scale));

@@ -140,6 +140,7 @@ ExecSetup small_dense(int tp, int pp, int dp, int vpp, const char* schedule, int
 std::vector<RankProgram> programs(const ExecSetup& s) {
   const RankGrid g(s.p);
   std::vector<RankProgram> out;
+  out.reserve(static_cast<size_t>(g.world()));
   for (int r = 0; r < g.world(); ++r)
     out.push_back(build_rank_program(s.model, s.w, s.p, s.c, g, r));
   return out;
