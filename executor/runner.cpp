@@ -296,6 +296,13 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
   // and buffers, allocated for real.
   double held = 0;
   std::vector<std::pair<void*, double>> static_blocks;
+  struct Release {  // every block goes back on any way out, errors included
+    IExecSession& session;
+    std::vector<std::pair<void*, double>>& blocks;
+    ~Release() {
+      for (auto& [ptr, bytes] : blocks) session.release(ptr, bytes);
+    }
+  } release_static{*session, static_blocks};
   auto hold = [&](double bytes) {
     if (bytes <= 0) return;
     static_blocks.emplace_back(session->allocate(bytes), bytes);
@@ -317,13 +324,24 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
 
   std::ofstream log;
   if (!o.op_log_dir.empty()) {
-    std::filesystem::create_directories(o.op_log_dir);
-    log.open(fmt::format("{}/rank-{}.log", o.op_log_dir, world.rank()));
-    if (!log) throw InputError({}, "--op-log", fmt::format("cannot write in {}", o.op_log_dir));
+    std::error_code ec;
+    std::filesystem::create_directories(o.op_log_dir, ec);
+    log.open(fmt::format("{}/rank-{}.log", o.op_log_dir, plan_rank));
+    if (ec || !log)
+      throw InputError({}, "--op-log",
+                       fmt::format("cannot write in {}{}", o.op_log_dir,
+                                   ec ? ": " + ec.message() : std::string()));
   }
   const Stall stall = stall_from_env();
   Watchdog dog(o.timeout_s, world, *session, prog, grid);
   std::map<std::pair<int, int>, std::pair<void*, double>> live;  // (mb, chunk) -> activations
+  struct ReleaseLive {
+    IExecSession& session;
+    std::map<std::pair<int, int>, std::pair<void*, double>>& blocks;
+    ~ReleaseLive() {
+      for (auto& [key, block] : blocks) session.release(block.first, block.second);
+    }
+  } release_live{*session, live};
   for (int step = 0; step < o.steps; ++step) {
     world.barrier("the start of a step");
     ClassTimes ct;
@@ -410,7 +428,6 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
       session->release(block.first, block.second), held -= block.second;
     live.clear();
   }
-  for (auto& [ptr, bytes] : static_blocks) session->release(ptr, bytes);
   mine.peak_bytes = peak;
   mine.device_peak_bytes = session->device_peak_bytes();
 
