@@ -42,6 +42,7 @@ std::string Instr::label() const {
   static const char* const kPass[] = {"F", "B", "W", "BW", "FB"};
   std::string s = task < 0 ? "step-end" : fmt::format("{} mb{} c{}", kPass[pass], mb, chunk);
   if (layer >= 0) s += fmt::format(" L{}", layer);
+  if (layer == -2 && (kind == InstrKind::kAlloc || kind == InstrKind::kFree)) s += " loss";
   switch (kind) {
     case InstrKind::kCompute:
     case InstrKind::kCollective:
@@ -114,6 +115,11 @@ bool is_expert_collective(const Op& o, const Plan& p) {
   return o.kind == OpKind::kCollective && o.dim == CommDim::kTP && p.etp != p.tp &&
          o.group.size == p.etp;
 }
+
+// Memory blocks of one (micro-batch, chunk): its saved activations, and the loss's scratch;
+// a recomputed layer's rebuilt activations are keyed by the layer.
+constexpr int kChunkBlock = -1;
+constexpr int kLossBlock = -2;
 
 class Builder {
  public:
@@ -207,11 +213,41 @@ class Builder {
   const LayerOps& layer_ops(int layer) const {
     return m_.is_moe_layer(layer) ? prog_.moe_layer : prog_.dense_layer;
   }
-  double chunk_activation_bytes(const LayerRange& r) const {
-    double b = 0;
-    for (int l = r.begin; l < r.end; ++l)
-      b += layer_activation_bytes(m_, w_, p_, m_.is_moe_layer(l));
+  // Whether full recomputation re-runs the layer `in_chunk` layers into its chunk (the first
+  // --recompute-layers of each chunk, or all).
+  bool recomputed_in_full(int in_chunk) const {
+    return p_.recompute == Recompute::kFull &&
+           (p_.recompute_layers == 0 || in_chunk < p_.recompute_layers);
+  }
+  // What one micro-batch leaves on a layer until its backward (memory_model.h): its input only
+  // where full recomputation re-runs it, everything it saves otherwise.
+  double saved_bytes(int layer, int in_chunk) const {
+    const bool moe = m_.is_moe_layer(layer);
+    if (p_.recompute != Recompute::kFull) return layer_activation_bytes(m_, w_, p_, moe);
+    Plan q = p_;
+    q.recompute_layers = 0;
+    if (!recomputed_in_full(in_chunk)) q.recompute = Recompute::kNone;
+    return layer_activation_bytes(m_, w_, q, moe);
+  }
+  double full_layer_bytes(int layer) const {
+    Plan q = p_;
+    q.recompute = Recompute::kNone;
+    q.recompute_layers = 0;
+    return layer_activation_bytes(m_, w_, q, m_.is_moe_layer(layer));
+  }
+  double chunk_activation_bytes(int g) const {
+    const LayerRange r = chunk_layers(m_, p_, g);
+    double b = g == 0 ? embedding_mask_bytes(m_, w_, p_) : 0.0;
+    for (int l = r.begin; l < r.end; ++l) b += saved_bytes(l, l - r.begin);
     return b;
+  }
+  void memory(InstrKind kind, double bytes, ScheduleTask::Pass pass, int mb, int chunk, int layer) {
+    if (bytes <= 0) return;
+    Instr a;
+    a.kind = kind;
+    a.bytes = bytes;
+    a.layer = layer;
+    push(a, pass, mb, chunk);
   }
 
   // The receive of `dir`'s input of (mb, chunk) on this stage, where another stage sends it.
@@ -249,23 +285,21 @@ class Builder {
     const int g = global_chunk(out_.stage, chunk);
     receive(F, mb, chunk);
     const LayerRange r = chunk_layers(m_, p_, g);
-    Instr a;
-    a.kind = InstrKind::kAlloc;
-    a.bytes = chunk_activation_bytes(r);
-    push(a, F, mb, chunk);
+    memory(InstrKind::kAlloc, chunk_activation_bytes(g), F, mb, chunk, kChunkBlock);
     if (g == 0) ops_of(prog_.embedding, Pass::kForward, F, mb, chunk, -1, false, false);
     for (int l = r.begin; l < r.end; ++l)
       ops_of(layer_ops(l), Pass::kForward, F, mb, chunk, l, false, false);
-    if (g == last_global_chunk())
+    if (g == last_global_chunk()) {
+      // The logits and the loss's scratch live from the head's forward to its backward.
+      memory(InstrKind::kAlloc, loss_scratch_bytes(m_, w_, p_), F, mb, chunk, kLossBlock);
       ops_of(prog_.head, Pass::kForward, F, mb, chunk, -1, false, false);
+    }
     send(F, mb, chunk);
   }
 
   void release(ScheduleTask::Pass pass, int mb, int chunk) {
-    Instr f;
-    f.kind = InstrKind::kFree;
-    f.bytes = chunk_activation_bytes(chunk_layers(m_, p_, global_chunk(out_.stage, chunk)));
-    push(f, pass, mb, chunk);
+    memory(InstrKind::kFree, chunk_activation_bytes(global_chunk(out_.stage, chunk)), pass, mb,
+           chunk, kChunkBlock);
   }
 
   void backward(int mb, int chunk, bool with_weights) {
@@ -276,15 +310,17 @@ class Builder {
     if (g == last_global_chunk()) {
       ops_of(prog_.head, Pass::kBackwardInput, B, mb, chunk, -1, false, false);
       if (with_weights) ops_of(prog_.head, Pass::kBackwardWeight, B, mb, chunk, -1, false, false);
+      memory(InstrKind::kFree, loss_scratch_bytes(m_, w_, p_), B, mb, chunk, kLossBlock);
     }
     for (int l = r.end - 1; l >= r.begin; --l) {
-      const int in_chunk = l - r.begin;
-      const bool full = p_.recompute == Recompute::kFull &&
-                        (p_.recompute_layers == 0 || in_chunk < p_.recompute_layers);
+      const bool full = recomputed_in_full(l - r.begin);
+      // Full recomputation rebuilds the layer's activations, which live until its backward.
+      if (full) memory(InstrKind::kAlloc, full_layer_bytes(l), B, mb, chunk, l);
       if (full || p_.recompute == Recompute::kSelective)
         ops_of(layer_ops(l), Pass::kForward, B, mb, chunk, l, true, !full);
       ops_of(layer_ops(l), Pass::kBackwardInput, B, mb, chunk, l, false, false);
       if (with_weights) ops_of(layer_ops(l), Pass::kBackwardWeight, B, mb, chunk, l, false, false);
+      if (full) memory(InstrKind::kFree, full_layer_bytes(l), B, mb, chunk, l);
     }
     if (g == 0) {
       ops_of(prog_.embedding, Pass::kBackwardInput, B, mb, chunk, -1, false, false);

@@ -25,8 +25,9 @@ enum class InstrKind : uint8_t {
   kCollective,  // a collective in one of the rank's groups
   kSend,        // pipeline send (non-blocking; completed by the step's end)
   kRecv,        // pipeline receive (blocking, before the task that needs it)
-  kAlloc,       // activations of one (micro-batch, chunk) come to life
-  kFree,        // ... and are released after its backward
+  kAlloc,       // memory comes to life: a (micro-batch, chunk)'s activations (layer -1), the
+                // loss's scratch (layer -2), a recomputed layer's activations (its layer)
+  kFree,        // ... and is released (after the backward that needs it)
 };
 
 // The op classes measured and predicted side by side.

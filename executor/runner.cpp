@@ -334,10 +334,11 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
   }
   const Stall stall = stall_from_env();
   Watchdog dog(o.timeout_s, world, *session, prog, grid);
-  std::map<std::pair<int, int>, std::pair<void*, double>> live;  // (mb, chunk) -> activations
+  using BlockKey = std::tuple<int, int, int>;  // (micro-batch, chunk, layer or block kind)
+  std::map<BlockKey, std::pair<void*, double>> live;
   struct ReleaseLive {
     IExecSession& session;
-    std::map<std::pair<int, int>, std::pair<void*, double>>& blocks;
+    std::map<BlockKey, std::pair<void*, double>>& blocks;
     ~ReleaseLive() {
       for (auto& [key, block] : blocks) session.release(block.first, block.second);
     }
@@ -359,7 +360,7 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
       dog.enter(static_cast<int64_t>(k));
       if (i.kind == InstrKind::kAlloc) {
         try {
-          live[{i.mb, i.chunk}] = {session->allocate(i.bytes), i.bytes};
+          live[{i.mb, i.chunk, i.layer}] = {session->allocate(i.bytes), i.bytes};
         } catch (const std::bad_alloc&) {
           throw InputError({}, "--mbs",
                            fmt::format("{}: out of memory at {} ({:.3g} GB held, {:.3g} GB more)",
@@ -368,7 +369,7 @@ ExecResult execute(const ModelSpec& model, const Cluster& c, const Workload& w, 
         held += i.bytes;
         peak = std::max(peak, held);
       } else if (i.kind == InstrKind::kFree) {
-        auto it = live.find({i.mb, i.chunk});
+        auto it = live.find({i.mb, i.chunk, i.layer});
         if (it != live.end()) {
           session->release(it->second.first, it->second.second);
           held -= it->second.second;

@@ -165,6 +165,19 @@ ActivationInputs activation_inputs(const ModelSpec& m, const Workload& w, const 
   return a;
 }
 
+double embedding_mask_bytes(const ModelSpec& m, const Workload& w, const Plan& p) {
+  if (m.hidden_dropout <= 0) return 0;
+  const double tokens = static_cast<double>(p.mbs) * w.seq_len / p.cp;
+  return tokens * static_cast<double>(m.hidden) / (p.sp ? p.tp : 1);
+}
+
+double loss_scratch_bytes(const ModelSpec& m, const Workload& w, const Plan& p) {
+  // Logits (16-bit) and fp32 cross-entropy scratch, and the 16-bit final hidden states.
+  const double tokens = static_cast<double>(p.mbs) * w.seq_len / p.cp;
+  return tokens * static_cast<double>(m.vocab) / p.tp * (2 + 4) +
+         tokens * 2.0 * static_cast<double>(m.hidden) / (p.sp ? p.tp : 1);
+}
+
 double runtime_buffer_bytes(const Plan& p) {
   int communicators = 1;  // world/DP
   for (int deg : {p.tp, p.cp, p.pp, p.ep}) communicators += deg > 1 ? 1 : 0;
@@ -235,13 +248,8 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
     s.activations_bytes += std::max(full_dense, full_moe);
   }
   s.activations_bytes += inflight * per_mb;
-  if (rank == 0 && m.hidden_dropout > 0)
-    s.activations_bytes += inflight * tokens * m.hidden / sp_div;  // embedding dropout mask
-  if (rank == loss_rank(p)) {
-    // Logits (16-bit) and fp32 cross-entropy scratch for the micro-batch being processed.
-    s.activations_bytes +=
-        tokens * static_cast<double>(m.vocab) / p.tp * (2 + 4) + tokens * 2.0 * m.hidden / sp_div;
-  }
+  if (rank == 0) s.activations_bytes += inflight * embedding_mask_bytes(m, w, p);
+  if (rank == loss_rank(p)) s.activations_bytes += loss_scratch_bytes(m, w, p);
 
   s.buffers_bytes = runtime_buffer_bytes(p);
   if (fp8) s.buffers_bytes += copies * fp8_gemms_on_rank(m, p, l) * fp8_meta_bytes_per_gemm(w);

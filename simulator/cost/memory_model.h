@@ -26,6 +26,13 @@ inline constexpr double kCudaContextBytes = 300e6;
 // communicator (NCCL defaults); we budget one such set per parallel dimension in use.
 inline constexpr double kNcclBytesPerCommunicator = 4.0 * 1048576 * 2 * 16;
 
+// The embedding's dropout mask of one micro-batch on the first stage (1 byte per element; none
+// without hidden dropout), held like the layers' activations until its backward.
+double embedding_mask_bytes(const ModelSpec& m, const Workload& w, const Plan& p);
+// The loss stage's scratch for the micro-batch being processed: 16-bit logits, fp32
+// cross-entropy and the final hidden states.
+double loss_scratch_bytes(const ModelSpec& m, const Workload& w, const Plan& p);
+
 // The CUDA context and one set of NCCL buffers per parallel dimension in use: the runtime's own
 // part of StageMemory::buffers_bytes (a real device holds it without the executor allocating it).
 double runtime_buffer_bytes(const Plan& p);
