@@ -168,8 +168,13 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
     if (rank == p.pp - 1) {
       const double logits =
           tokens * static_cast<double>(m.vocab) / p.tp * (2 + 4) + tokens * 2.0 * h / sp_div;
-      extra += logits;
-      extra_text += fmt::format(" + logits and loss scratch {}", human_bytes(logits));
+      // Micro-batches whose logits are alive at once: all of them under GPipe, one otherwise.
+      const double alive =
+          sched ? sched->loss_inflight_microbatches(p.pp, p.vpp, p.num_microbatches()) : 1.0;
+      extra += alive * logits;
+      extra_text += alive == 1 ? fmt::format(" + logits and loss scratch {}", human_bytes(logits))
+                               : fmt::format(" + logits and loss scratch {:g} x {}", alive,
+                                             human_bytes(logits));
     }
     Derivation d;
     d.quantity = fmt::format("activations per GPU (pipeline stage {})", rank);

@@ -249,7 +249,9 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
   }
   s.activations_bytes += inflight * per_mb;
   if (rank == 0) s.activations_bytes += inflight * embedding_mask_bytes(m, w, p);
-  if (rank == loss_rank(p)) s.activations_bytes += loss_scratch_bytes(m, w, p);
+  if (rank == loss_rank(p))
+    s.activations_bytes += schedule.loss_inflight_microbatches(p.pp, p.vpp, p.num_microbatches()) *
+                           loss_scratch_bytes(m, w, p);
 
   s.buffers_bytes = runtime_buffer_bytes(p);
   if (fp8) s.buffers_bytes += copies * fp8_gemms_on_rank(m, p, l) * fp8_meta_bytes_per_gemm(w);

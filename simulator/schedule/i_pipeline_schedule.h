@@ -89,6 +89,10 @@ class IPipelineSchedule {
   // of that rank's layers. Contract: never falls as m grows (with the other arguments fixed,
   // over the m the schedule accepts), so a plan's memory does not fall as its batch grows.
   virtual double inflight_microbatches(int stage, int p, int v, int m) const = 0;
+  // Micro-batches whose logits and cross-entropy scratch the loss stage holds at its peak: one
+  // where each micro-batch's loss backward follows its forward before the next forward's loss
+  // (1F1B and its kin), every micro-batch where all forwards run first (GPipe).
+  virtual double loss_inflight_microbatches(int /*p*/, int /*v*/, int /*m*/) const { return 1; }
   // Whether chunks are placed in a V (rank 0 holds the first and the last chunk): its ranks'
   // in-flight micro-batches need not fall with the stage index.
   virtual bool v_shape() const { return false; }

@@ -21,6 +21,8 @@ class GPipe final : public IPipelineSchedule {
   }
   bool rendezvous_sends() const override { return true; }
   double inflight_microbatches(int, int, int, int m) const override { return m; }
+  // Every forward runs before the first backward: all m losses' logits are alive at once.
+  double loss_inflight_microbatches(int, int, int m) const override { return m; }
 };
 }  // namespace
 DTPLAN_REGISTER(IPipelineSchedule, GPipe, "gpipe",
