@@ -268,7 +268,8 @@ class CpuExecSession : public IExecSession {
   }
 
   ExecBackendOptions o_;
-  const calibrate::ProcessGroup& world_;
+  // Read only where MPI is built in (a build with -DDTPLAN_MPI=OFF has no use for it).
+  [[maybe_unused]] const calibrate::ProcessGroup& world_;
   std::vector<float> a_, b_, c_, send_, recv_;
   std::vector<std::vector<float>> send_buffers_;
 #ifdef DTPLAN_HAVE_MPI
