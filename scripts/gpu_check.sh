@@ -4,7 +4,8 @@
 # fitted GEMM efficiency parameters and the collective fits. Then the executor (dtplan execute
 # --backend cuda, docs/executor.md) on one GPU: a small dense plan and a small MoE plan, measured
 # beside predicted (step, peak memory, GEMM time per shape), and a plan the memory model says
-# does not fit, which must end with a real out-of-memory. Meant to finish in under five
+# does not fit, which must end with a real out-of-memory; with two GPUs or more, a two-stage
+# pipeline (1F1B and interleaved) over NCCL send/recv. Meant to finish in under five
 # minutes on one H200. A single GPU still exercises NCCL initialization and send/recv to self;
 # with several GPUs, one MPI rank drives each and the collectives run across them.
 #
@@ -31,7 +32,7 @@ launcher=()
   --timeout-s 120 --out "$out/calibrated.yaml"
 echo
 cat "$out/calibrated.md"
-# The executor, one GPU, one-stage plans (the cuda backend does not run pipeline transfers yet).
+# The executor, one GPU, one-stage plans.
 prof_gib=$(awk '/memory_gib/ {print $2; exit}' "hardware_profiles/$profile.yaml")
 echo "== executor: megatron-1.7b, one GPU, mbs 2, gbs 8, seq 2048 (fits)"
 ./build-gpu/cli/dtplan execute --backend cuda --model megatron-1.7b --cluster "$profile" --gpus 1 \
@@ -45,4 +46,13 @@ set +e
   --mbs 1 --gbs 1 --seq 2048 --steps 1 --timeout-s 120 2>&1 | tail -3
 echo "gpu_check: exit ${PIPESTATUS[0]} (2 with 'out of memory' expected)"
 set -e
+if [[ "$gpus" -ge 2 ]]; then
+  # Pipeline transfers (ncclSend / ncclRecv per stage pair): two stages, 1F1B and interleaved.
+  for sched in "1f1b --vpp 1" "interleaved --vpp 2"; do
+    echo "== executor: megatron-1.7b, PP2 on 2 GPUs, schedule $sched"
+    mpirun -np 2 --bind-to none ./build-gpu/cli/dtplan execute --backend cuda --model megatron-1.7b \
+      --cluster "$profile" --gpus 2 --pp 2 --schedule $sched --mbs 1 --gbs 8 --seq 2048 --steps 3 \
+      --timeout-s 120 || echo "gpu_check: the PP2 executor run ($sched) FAILED"
+  done
+fi
 echo "gpu_check: done in $(( $(date +%s) - start )) s; profile at $out/calibrated.yaml"

@@ -7,11 +7,20 @@
 //   - element-wise ops: a device-to-device copy of the op's bytes;
 //   - collectives: NCCL in bf16, in communicators split (ncclCommSplit) from the rank grid's
 //     groups; the world communicator's id travels over MPI, as nccl-tests does;
-//   - memory: cudaMalloc'd and set, so an out-of-memory is real; the device's own use
+//   - memory: from the stream-ordered allocator (cudaMallocAsync / cudaFreeAsync, which do not
+//     synchronize the device) and set, so an out-of-memory is real; the device's own use
 //     (cudaMemGetInfo) is sampled after every allocation and at every step's end.
-// Each instruction is timed with CUDA events on one stream and synchronized (the step then
-// includes one host synchronization per op). Pipeline transfers are not run yet: a plan with
-// PP > 1 is refused (the cpu backend runs them). Built as a module (libdtplan_cuda_executor.so)
+//   - pipeline transfers: ncclSend / ncclRecv; the activations one rank sends another, and the
+//     gradients, each on their own two-rank communicator (ids gathered and broadcast over MPI
+//     once, communicators created together in one NCCL group). A send is queued on its link's
+//     own stream behind the compute that produced it and does not block the rank; a receive runs
+//     on the compute stream and waits for its sender. That is the cpu backend's (and the
+//     deadlock test's) semantics: sends complete on their own, receives wait. NCCL matches a
+//     communicator's point-to-point operations in issue order; every schedule receives each
+//     link's messages in the order they were sent (tests/unit/executor:
+//     EveryPairReceivesInTheOrderItsSenderSends; per rank pair alone the V schedules would not).
+// Each instruction is timed with CUDA events on the compute stream and synchronized (the step
+// then includes one host synchronization per op). Built as a module (libdtplan_cuda_executor.so)
 // loaded on first use by cuda_loader.cpp, as the calibrator's CUDA backend is.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -20,11 +29,17 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <new>
+#include <set>
 #include <stdexcept>
+#include <string>
 #include <tuple>
+#include <utility>
 
 #include "calibrate/process_group.h"
 #include "core/error.h"
@@ -52,6 +67,20 @@ void check_nccl(ncclResult_t r, const char* call, const calibrate::ProcessGroup&
 #define LT_OK(x) check_lt((x), #x, world_)
 #define NCCL_OK(x) check_nccl((x), #x, world_)
 
+// The first failure of the calls between ncclGroupStart and ncclGroupEnd: the group is always
+// ended (a thread left inside an open group defers every later NCCL call), then it is thrown.
+struct GroupStatus {
+  ncclResult_t r = ncclSuccess;
+  const char* call = nullptr;
+  void keep(ncclResult_t x, const char* c) {
+    if (r == ncclSuccess && x != ncclSuccess) r = x, call = c;
+  }
+  void end(const calibrate::ProcessGroup& w) {
+    keep(ncclGroupEnd(), "ncclGroupEnd");
+    if (r != ncclSuccess) check_nccl(r, call, w);
+  }
+};
+
 struct Matmul {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -69,6 +98,15 @@ class CudaExecSession : public IExecSession {
                                    "without GPUs)",
                                    world.where()));
     CUDA_OK(cudaSetDevice(world.local_rank() % count));
+    // The memory model's blocks come from the stream-ordered allocator: cudaMalloc and cudaFree
+    // can synchronize the device, which would wait for pipeline sends still in flight and turn
+    // them into blocking sends (NCCL user guide, "Using multiple NCCL communicators
+    // concurrently"). The pool keeps what it has reserved (release threshold: all), so the
+    // device's use sampled by cudaMemGetInfo is the high-water mark of what was held at once.
+    cudaMemPool_t pool = nullptr;
+    CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, world.local_rank() % count));
+    uint64_t keep = UINT64_MAX;
+    CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     CUDA_OK(cudaGetDeviceProperties(&prop_, world.local_rank() % count));
     CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_OK(cudaEventCreate(&start_));
@@ -103,10 +141,24 @@ class CudaExecSession : public IExecSession {
       if (mm.c) cublasLtMatrixLayoutDestroy(mm.c);
       if (mm.op) cublasLtMatmulDescDestroy(mm.op);
     }
-    for (auto& c : comms_)
-      if (c) ncclCommDestroy(c);
-    if (world_comm_) ncclCommDestroy(world_comm_);
-    for (void* p : {a_, b_, c_, send_, recv_, workspace_})
+    // ncclCommDestroy waits for the communicator's work: where a transfer is still pending (an
+    // error path, a peer gone), the communicators are aborted instead; after the watchdog's
+    // abort_hung they are left alone.
+    bool idle = cudaStreamQuery(stream_) != cudaErrorNotReady;
+    for (auto& [key, l] : send_links_)
+      idle = idle && (!l.stream || cudaStreamQuery(l.stream) != cudaErrorNotReady);
+    const auto end_comm = [&](ncclComm_t c) {
+      if (c && !aborted_) (idle ? ncclCommDestroy(c) : ncclCommAbort(c));
+    };
+    for (auto& c : comms_) end_comm(c);
+    for (auto* links : {&send_links_, &recv_links_})
+      for (auto& [key, l] : *links) {
+        end_comm(l.comm);
+        if (l.stream) cudaStreamDestroy(l.stream);
+      }
+    end_comm(world_comm_);
+    if (ready_) cudaEventDestroy(ready_);
+    for (void* p : {a_, b_, c_, send_, recv_, p2p_send_, p2p_recv_, workspace_})
       if (p) cudaFree(p);
     if (lt_) cublasLtDestroy(lt_);
     cudaEventDestroy(start_);
@@ -132,7 +184,13 @@ class CudaExecSession : public IExecSession {
     e.notes.emplace_back(
         "collectives through NCCL in bf16; each op timed with CUDA events and synchronized");
     e.notes.emplace_back(
-        "peak memory: the executor's allocations and the device's own use (cudaMemGetInfo)");
+        "pipeline sends queued on their own stream (not timed: they do not block the rank); "
+        "receives timed from the wait for the sender to the data's arrival");
+    e.notes.emplace_back(
+        "peak memory: the executor's allocations (stream-ordered, cudaMallocAsync) and the "
+        "device's own use (cudaMemGetInfo), which includes NCCL's buffers: one communicator per "
+        "group kind and per pipeline link (activations and gradients to and from each peer), "
+        "where a framework holds one pipeline communicator");
     if (o_.scale > 1)
       e.notes.insert(e.notes.begin(),
                      fmt::format("shapes of the model scaled down 1/{}", o_.scale));
@@ -147,16 +205,15 @@ class CudaExecSession : public IExecSession {
   }
 
   void prepare(const RankProgram& prog) override {
-    size_t a = 1, b = 1, c = 1, comm = 1;
+    size_t a = 1, b = 1, c = 1, comm = 1, p2p = 1;
+    std::set<LinkKey> send_to, recv_from;
     for (const Instr& i : prog.instrs) {
       if (i.modelled) continue;
       const Op& op = i.op;
-      if (i.kind == InstrKind::kSend || i.kind == InstrKind::kRecv)
-        throw InputError(SourceLocation{}, "--pp",
-                         "the cuda backend does not run pipeline transfers yet: run one-stage "
-                         "plans (--pp 1), or one stage's ranks of a pipeline (--ranks: its "
-                         "transfers are then modelled), or the whole plan on the cpu backend");
-      if (i.kind == InstrKind::kCompute && op.kind == OpKind::kGemm) {
+      if (i.kind == InstrKind::kSend || i.kind == InstrKind::kRecv) {
+        (i.kind == InstrKind::kSend ? send_to : recv_from).insert(link_key(i));
+        p2p = std::max(p2p, static_cast<size_t>(std::max(i.bytes, 1.0)));
+      } else if (i.kind == InstrKind::kCompute && op.kind == OpKind::kGemm) {
         a = std::max(a, static_cast<size_t>(op.m * op.k));
         b = std::max(b, static_cast<size_t>(op.k * op.n));
         c = std::max(c, static_cast<size_t>(op.m * op.n));
@@ -180,6 +237,13 @@ class CudaExecSession : public IExecSession {
     CUDA_OK(cudaMalloc(&send_, comm));
     CUDA_OK(cudaMalloc(&recv_, comm));
     a_bytes_ = a * 2, c_bytes_ = c * 2, comm_bytes_ = comm;
+    if (world_comm_) {  // every rank takes part: the id exchange is collective
+      // One buffer each way: the sends in flight read the same (timing-only) bytes.
+      CUDA_OK(cudaMalloc(&p2p_send_, p2p));
+      CUDA_OK(cudaMalloc(&p2p_recv_, p2p));
+      CUDA_OK(cudaMemsetAsync(p2p_send_, 0, p2p, stream_));
+      open_pipeline_links(send_to, recv_from);
+    }
     CUDA_OK(cudaMemsetAsync(a_, 0, a * 2, stream_));
     CUDA_OK(cudaMemsetAsync(b_, 0, b * 2, stream_));
     CUDA_OK(cudaMemsetAsync(send_, 0, comm, stream_));
@@ -190,7 +254,7 @@ class CudaExecSession : public IExecSession {
   void* allocate(double bytes) override {
     void* p = nullptr;
     const size_t n = static_cast<size_t>(std::max(1.0, bytes));
-    const cudaError_t e = cudaMalloc(&p, n);
+    const cudaError_t e = cudaMallocAsync(&p, n, stream_);
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // clear it: the run reports the out-of-memory and ends
       throw std::bad_alloc();
@@ -201,7 +265,7 @@ class CudaExecSession : public IExecSession {
     sample_memory();
     return p;
   }
-  void release(void* p, double) override { CUDA_OK(cudaFree(p)); }
+  void release(void* p, double) override { CUDA_OK(cudaFreeAsync(p, stream_)); }
 
   double run(const Instr& i) override {
     CUDA_OK(cudaEventRecord(start_, stream_));
@@ -211,6 +275,12 @@ class CudaExecSession : public IExecSession {
         break;
       case InstrKind::kCollective:
         collective(i);
+        break;
+      case InstrKind::kSend:
+        send(i);
+        break;
+      case InstrKind::kRecv:
+        recv(i);
         break;
       default:
         break;
@@ -223,6 +293,7 @@ class CudaExecSession : public IExecSession {
   }
 
   void finish_sends() override {
+    for (auto& [peer, l] : send_links_) CUDA_OK(cudaStreamSynchronize(l.stream));
     CUDA_OK(cudaStreamSynchronize(stream_));
     sample_memory();
   }
@@ -235,7 +306,11 @@ class CudaExecSession : public IExecSession {
   void abort_hung() override {
     for (auto& c : comms_)
       if (c) ncclCommAbort(c);
+    for (auto* links : {&send_links_, &recv_links_})
+      for (auto& [peer, l] : *links)
+        if (l.comm) ncclCommAbort(l.comm);
     if (world_comm_) ncclCommAbort(world_comm_);
+    aborted_ = true;  // the destructor then leaves the communicators alone
   }
 
  private:
@@ -332,27 +407,116 @@ class CudaExecSession : public IExecSession {
       case CollectiveOp::kReduceScatter:
         NCCL_OK(ncclReduceScatter(send_, recv_, per_peer, ncclBfloat16, ncclSum, comm, stream_));
         break;
-      case CollectiveOp::kAllToAll:
+      case CollectiveOp::kAllToAll: {
+        GroupStatus g;
         NCCL_OK(ncclGroupStart());
         for (int p = 0; p < n; ++p) {
-          NCCL_OK(ncclSend(static_cast<char*>(send_) + p * per_peer * 2, per_peer, ncclBfloat16, p,
-                           comm, stream_));
-          NCCL_OK(ncclRecv(static_cast<char*>(recv_) + p * per_peer * 2, per_peer, ncclBfloat16, p,
-                           comm, stream_));
+          g.keep(ncclSend(static_cast<char*>(send_) + p * per_peer * 2, per_peer, ncclBfloat16, p,
+                          comm, stream_),
+                 "ncclSend");
+          g.keep(ncclRecv(static_cast<char*>(recv_) + p * per_peer * 2, per_peer, ncclBfloat16, p,
+                          comm, stream_),
+                 "ncclRecv");
         }
-        NCCL_OK(ncclGroupEnd());
+        g.end(world_);
         break;
-      case CollectiveOp::kSendRecv:  // a ring step: to the next member, from the previous
+      }
+      case CollectiveOp::kSendRecv: {  // a ring step: to the next member, from the previous
+        GroupStatus g;
         NCCL_OK(ncclGroupStart());
-        NCCL_OK(ncclSend(send_, elems, ncclBfloat16, (me + 1) % n, comm, stream_));
-        NCCL_OK(ncclRecv(recv_, elems, ncclBfloat16, (me + n - 1) % n, comm, stream_));
-        NCCL_OK(ncclGroupEnd());
+        g.keep(ncclSend(send_, elems, ncclBfloat16, (me + 1) % n, comm, stream_), "ncclSend");
+        g.keep(ncclRecv(recv_, elems, ncclBfloat16, (me + n - 1) % n, comm, stream_), "ncclRecv");
+        g.end(world_);
         break;
+      }
       case CollectiveOp::kBroadcast:
         NCCL_OK(ncclBroadcast(send_, recv_, elems, ncclBfloat16, 0, comm, stream_));
         break;
     }
   }
+
+  // A link: the peer's process rank, and whether it carries gradients (else activations).
+  using LinkKey = std::pair<int, bool>;
+  static LinkKey link_key(const Instr& i) { return {i.peer, i.pass != ScheduleTask::kF}; }
+
+  // One two-rank communicator per link this run transfers over: the sender makes its id, rank
+  // 0 gathers and broadcasts them all, and each rank creates its own communicators together
+  // (ncclGroupStart / ncclGroupEnd), so no order of creation can deadlock. Sender is rank 0 of
+  // the pair, receiver rank 1.
+  void open_pipeline_links(const std::set<LinkKey>& send_to, const std::set<LinkKey>& recv_from) {
+    struct Record {
+      int from, to, grad;
+      ncclUniqueId id;
+    };
+    // With NCCL_COMM_ID set every ncclGetUniqueId names the same root (NCCL src/bootstrap.cc),
+    // and the links' communicators would meet there.
+    if (std::getenv("NCCL_COMM_ID") && !send_to.empty())
+      throw InputError(SourceLocation{}, "NCCL_COMM_ID",
+                       fmt::format("{}: the pipeline links need their own NCCL ids; unset "
+                                   "NCCL_COMM_ID to run pipeline transfers",
+                                   world_.where()));
+    std::string mine;
+    for (const auto& [to, grad] : send_to) {
+      Record r{world_.rank(), to, grad ? 1 : 0, {}};
+      NCCL_OK(ncclGetUniqueId(&r.id));
+      mine.append(reinterpret_cast<const char*>(&r), sizeof(r));
+    }
+    std::string all;
+    for (const std::string& part : world_.gather(mine, "the pipeline communicators' ids"))
+      all += part;
+    all = world_.broadcast(all, "the pipeline communicators' ids");
+    if (all.size() % sizeof(Record) != 0)
+      throw std::runtime_error(fmt::format("{}: malformed pipeline id exchange", world_.where()));
+    CUDA_OK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    GroupStatus g;
+    NCCL_OK(ncclGroupStart());
+    for (size_t off = 0; off < all.size(); off += sizeof(Record)) {
+      Record r{};
+      std::copy_n(all.data() + off, sizeof(Record), reinterpret_cast<char*>(&r));
+      const bool sender = r.from == world_.rank(), receiver = r.to == world_.rank();
+      if (!sender && !receiver) continue;
+      Link& l = sender ? send_links_[{r.to, r.grad != 0}] : recv_links_[{r.from, r.grad != 0}];
+      g.keep(ncclCommInitRank(&l.comm, 2, r.id, sender ? 0 : 1), "ncclCommInitRank");
+    }
+    g.end(world_);
+    for (const LinkKey& from : recv_from)
+      if (!recv_links_.count(from))
+        throw std::runtime_error(
+            fmt::format("{}: receives {} from rank {}, which sends none to it (the rank "
+                        "programs disagree)",
+                        world_.where(), from.second ? "gradients" : "activations", from.first));
+    for (auto& [peer, l] : send_links_)
+      CUDA_OK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
+    // Connect every link now, all in one group: NCCL connects a pair on its first operation,
+    // and there the sender's host waits for the receiver (NCCL src/group.cc, transport.cc), so
+    // a first send would block the rank, and the set-up would fall into the first step's times.
+    GroupStatus w;
+    NCCL_OK(ncclGroupStart());
+    for (auto& [key, l] : send_links_)
+      w.keep(ncclSend(p2p_send_, 1, ncclUint8, 1, l.comm, stream_), "ncclSend");
+    for (auto& [key, l] : recv_links_)
+      w.keep(ncclRecv(p2p_recv_, 1, ncclUint8, 0, l.comm, stream_), "ncclRecv");
+    w.end(world_);
+    CUDA_OK(cudaStreamSynchronize(stream_));
+  }
+
+  void send(const Instr& i) {
+    Link& l = send_links_.at(link_key(i));
+    // The transfer follows the compute that produced it, on the pair's own stream.
+    CUDA_OK(cudaEventRecord(ready_, stream_));
+    CUDA_OK(cudaStreamWaitEvent(l.stream, ready_, 0));
+    NCCL_OK(ncclSend(p2p_send_, static_cast<size_t>(std::max(i.bytes, 1.0)), ncclUint8, 1, l.comm,
+                     l.stream));
+  }
+  void recv(const Instr& i) {
+    NCCL_OK(ncclRecv(p2p_recv_, static_cast<size_t>(std::max(i.bytes, 1.0)), ncclUint8, 0,
+                     recv_links_.at(link_key(i)).comm, stream_));
+  }
+
+  struct Link {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;  // sends only
+  };
 
   ExecBackendOptions o_;
   const calibrate::ProcessGroup& world_;
@@ -367,6 +531,10 @@ class CudaExecSession : public IExecSession {
   size_t a_bytes_ = 0, c_bytes_ = 0, comm_bytes_ = 0;
   ncclComm_t world_comm_ = nullptr;
   std::array<ncclComm_t, kNumGroupKinds> comms_{};
+  std::atomic<bool> aborted_{false};  // set by the watchdog's thread
+  std::map<LinkKey, Link> send_links_, recv_links_;
+  void *p2p_send_ = nullptr, *p2p_recv_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Matmul> matmuls_;
   double device_peak_ = 0;
 };

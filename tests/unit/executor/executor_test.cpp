@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "core/catalog.h"
 #include "core/error.h"
@@ -286,6 +288,39 @@ TEST(RankProgram, EverySchedulePairsItsTransfersWithoutDeadlock) {
       for (const Instr& i : prog.instrs)
         alive += i.kind == InstrKind::kAlloc ? 1 : i.kind == InstrKind::kFree ? -1 : 0;
       EXPECT_EQ(alive, 0) << k.schedule << " rank " << prog.rank;
+    }
+  }
+}
+
+// The cuda backend runs the activations and the gradients that one rank sends another on
+// their own two-rank NCCL communicators, and NCCL matches point-to-point operations on a
+// communicator in the order they are issued (NCCL user guide, "Point-to-point communication").
+// That is right only if the receiver takes each stream of messages in the order the sender
+// sends it: checked here for every schedule. (Per rank pair alone it does not hold: in the V
+// schedules a pair carries chunk 0's activations and chunk 1's gradients, interleaved
+// differently on the two sides.)
+TEST(RankProgram, EveryPairReceivesInTheOrderItsSenderSends) {
+  struct Case {
+    const char* schedule;
+    int vpp;
+  };
+  for (const Case& k : {Case{"1f1b", 1}, Case{"gpipe", 1}, Case{"interleaved", 2}, Case{"zb-h1", 1},
+                        Case{"zb-v", 2}, Case{"dualpipe-v", 2}}) {
+    for (const int pp : {2, 4}) {
+      const ExecSetup s = small_dense(1, pp, 2, k.vpp, k.schedule, 16);
+      const IPipelineSchedule* sch = find_schedule(k.schedule);
+      ASSERT_NE(sch, nullptr) << k.schedule;
+      if (!sch->accepts_microbatches(pp, k.vpp, 8)) continue;
+      // (from, to, activations or gradients): tags in program order
+      std::map<std::tuple<int, int, bool>, std::vector<int>> sent, received;
+      for (const RankProgram& prog : programs(s))
+        for (const Instr& i : prog.instrs) {
+          const bool grad = i.pass != ScheduleTask::kF;
+          if (i.kind == InstrKind::kSend) sent[{prog.rank, i.peer, grad}].push_back(i.tag);
+          if (i.kind == InstrKind::kRecv) received[{i.peer, prog.rank, grad}].push_back(i.tag);
+        }
+      EXPECT_FALSE(sent.empty()) << k.schedule;
+      EXPECT_EQ(sent, received) << k.schedule << " pp " << pp;
     }
   }
 }
