@@ -327,6 +327,8 @@ void register_search(CLI::App& app, CommandContext& ctx) {
                 u.band.dropped.empty()
                     ? ""
                     : fmt::format("; too few runs to match {}", fmt::join(u.band.dropped, ", ")));
+          for (const FrameworkWarning& wn : search_framework_warnings(setup, best.plan))
+            fmt::format_to(o, "warning [{}]: {}\n", wn.code, wn.message);
           for (const NumberWarning& wn : u.warnings)
             fmt::format_to(o, "warning [{}]: {}\n", wn.code, wn.message);
         }

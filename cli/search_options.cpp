@@ -339,6 +339,11 @@ SearchSetup make_search_setup(const SearchFlags& f) {
 
 bool distinct_ranking(const SearchFlags& f) { return !f.no_distinct; }
 
+std::vector<FrameworkWarning> search_framework_warnings(const SearchSetup& s, const Plan& p) {
+  if (!s.options.framework_rules) return {};
+  return framework_warnings(s.options.framework, p, s.model);
+}
+
 void widen_for_distinct(SearchSetup& s, const SearchFlags& f) {
   s.options.top_k = std::max(8 * f.top, 64);
 }
@@ -430,9 +435,12 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
     cj["objective_value"] = r.top[i].objective;
     j["top"].push_back(cj);
   }
-  // The warnings of the first plan's numbers, once (reports/uncertainty.h).
+  // The warnings of the first plan, once: its framework's (as estimate gives them), then those
+  // of its numbers (reports/uncertainty.h).
   j["warnings"] = nlohmann::json::array();
   if (!r.top.empty()) {
+    for (const FrameworkWarning& w : search_framework_warnings(s, r.top.front().plan))
+      j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
     const Uncertainty u = uncertainty_of(s.model, s.cluster, s.workload, r.top.front().plan,
                                          r.top.front().estimate, s.framework_stack);
     for (const NumberWarning& w : u.warnings)

@@ -76,6 +76,10 @@ std::vector<int> parse_int_set(const std::string& text, const std::string& flag,
 nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const SearchResult& r,
                               const char* evaluator, int refined_with_des);
 
+// The framework warnings a plan the search found earns, as `estimate` gives them for the same
+// plan (planner/frameworks.h): none for a framework profile whose stack is its own.
+std::vector<FrameworkWarning> search_framework_warnings(const SearchSetup& s, const Plan& p);
+
 // The flags a saved `dtplan search --json` file ran with; InputError naming --from otherwise.
 SearchFlags search_flags_from_json(const std::string& path);
 // Refuses (InputError naming `path` and the JSON pointer) a floating-point number beyond the int

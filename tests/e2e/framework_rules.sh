@@ -53,6 +53,19 @@ assert [w for w in j['warnings'] if w['code'] not in number] == [], j" ||
     fail "$cmd: torchtitan JSON"
   passed=$((passed + 1))
 done
+# search: its first plan carries the framework's warnings, as estimate gives them for that plan
+# (README: search JSON's `warnings[]` are the first plan's); they were missing (2026-12-04).
+"$bin" search "${zero3_pp[@]}" --top 1 --json > search.json || fail "search exit $?"
+python3 -c "
+import json
+j = json.load(open('search.json'))
+number = {'profile-not-fitted', 'profile-partly-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
+assert j['top'][0]['plan']['zero'] == 3 and j['top'][0]['plan']['pp'] == 2, j['top'][0]['plan']
+codes = [w['code'] for w in j['warnings'] if w['code'] not in number]
+assert codes == ['megatron-fsdp', 'zero3-with-pp'], codes" || fail "search: the first plan's warnings"
+"$bin" search "${zero3_pp[@]}" --top 1 > search.txt || fail "search text exit $?"
+grep -q '^warning \[zero3-with-pp\]: ZeRO-3 with pipeline parallelism' search.txt ||
+  fail "search: no warning line: $(grep -i warning search.txt)"
 # A framework profile (frameworks/*.yaml) names its stack's rules and changes the estimate:
 # llm-foundry runs flash-attn v2 at its fitted compute efficiency (its own trainer: no launch
 # rules); Megatron-Bridge's perf recipes keep 16-bit gradients and run per-tensor current
