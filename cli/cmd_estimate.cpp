@@ -7,6 +7,7 @@
 #include "cli/framework_check.h"
 #include "cli/options.h"
 #include "core/atomic_file.h"
+#include "core/units.h"
 #include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/calibration_coverage.h"
@@ -67,12 +68,26 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
     // The warnings that travel with the numbers: the framework's, then how sure they are.
     const Uncertainty u =
         uncertainty_of(r.model, r.cluster, r.workload, r.plan, e, r.framework, flags);
+    // A plan whose peak memory exceeds the GPU's is still estimated (the question may be how
+    // far off it is), but it is said among the warnings, where scripts look, not only in the
+    // memory table.
+    std::vector<NumberWarning> plan_warnings;
+    if (!e.fits)
+      plan_warnings.push_back(
+          {"does-not-fit",
+           fmt::format("peak memory {:.1f} GiB per GPU exceeds the {:.0f} GiB usable: this plan "
+                       "would run out of memory (more ZeRO, recomputation, TP/PP or a smaller "
+                       "micro-batch; `dtplan search` finds one that fits)",
+                       e.memory_peak.total_bytes() / units::kGiB,
+                       e.memory_capacity_bytes / units::kGiB)});
     std::string text;
     if (json) {
       nlohmann::json j = estimate_to_json(r, e, opt.flops);
       j["calibration_warnings"] = flags;
       j["framework"] = framework_to_json(fw);
       j["warnings"] = warnings_to_json(fw);
+      for (const NumberWarning& w : plan_warnings)
+        j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
       for (const NumberWarning& w : u.warnings)
         j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
       if (ops) j["ops"] = ops_to_json(r);
@@ -80,6 +95,8 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
     } else {
       text = estimate_to_text(r, e, opt.flops) + framework_to_text(fw);
       if (ops) text += ops_to_text(r);
+      for (const NumberWarning& w : plan_warnings)
+        text += fmt::format("warning [{}]: {}\n", w.code, w.message);
       for (const NumberWarning& w : u.warnings)
         if (w.code != "outside-calibration")
           text += fmt::format("warning [{}]: {}\n", w.code, w.message);

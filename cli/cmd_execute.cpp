@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "calibrate/process_group.h"
 #include "cli/commands.h"
@@ -15,6 +16,16 @@
 #include "reports/execute_report.h"
 
 namespace dtplan::cli {
+namespace {
+
+// The error as one rank of many reports it: prefixed with the rank and host, unless the message
+// already names them (most of the executor's do).
+std::string located(const calibrate::ProcessGroup& world, const std::string& message) {
+  const std::string at = world.where();
+  return message.find(at) == std::string::npos ? at + ": " + message : message;
+}
+
+}  // namespace
 
 void register_execute(CLI::App& app, CommandContext& ctx) {
   auto* cmd = app.add_subcommand(
@@ -79,11 +90,11 @@ void register_execute(CLI::App& app, CommandContext& ctx) {
       res = exec::execute(r.model, r.cluster, r.workload, r.plan, o, world);
     } catch (const InputError& e) {
       if (world.size() == 1) throw;
-      fmt::print(stderr, "dtplan: error: {}: {}\n", world.where(), e.what());
+      fmt::print(stderr, "dtplan: error: {}\n", located(world, e.what()));
       world.abort(2);
     } catch (const std::exception& e) {
       if (world.size() == 1) throw;
-      fmt::print(stderr, "dtplan: internal error: {}: {}\n", world.where(), e.what());
+      fmt::print(stderr, "dtplan: internal error: {}\n", located(world, e.what()));
       world.abort(1);
     }
     if (!world.is_root()) return;

@@ -93,6 +93,11 @@ class CpuExecSession : public IExecSession {
     e.notes.emplace_back(
         "times are host wall-clock per op; each MPI rank plays one GPU and ranks share the "
         "host's cores");
+    e.notes.emplace_back(
+        "measured peak memory: the memory model's blocks, allocated for real in the program's "
+        "order (the host has no device use to sample), so it checks the blocks' lifetimes in "
+        "schedule order against the model's peak, not the model's block sizes or a framework's "
+        "allocator");
     return e;
   }
 

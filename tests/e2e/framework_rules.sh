@@ -22,8 +22,9 @@ j = json.load(open(sys.argv[1]))
 fw = j["framework"]
 assert fw["name"] == "megatron" and fw["given"] is False, fw
 assert len(fw["rules_applied"]) == 7 and all(r["rule"] for r in fw["rules_applied"]), fw
-# The framework's warnings; estimate adds how sure its numbers are (reports/uncertainty.h).
-number = {"profile-not-fitted", "profile-partly-fitted", "regime-sparse", "no-error-band", "outside-calibration"}
+# The framework's warnings; estimate adds how sure its numbers are (reports/uncertainty.h), and
+# that GPipe holding all 1536 micro-batches of the default batch does not fit.
+number = {"profile-not-fitted", "profile-partly-fitted", "regime-sparse", "no-error-band", "outside-calibration", "does-not-fit"}
 codes = [w["code"] for w in j["warnings"] if w["code"] not in number]
 assert codes == ["framework-cannot-run"], codes
 assert "torchtitan can (--framework torchtitan)" in j["warnings"][0]["message"], j["warnings"]
@@ -121,5 +122,19 @@ grep -q "unknown framework 'megatron-brige' (did you mean 'megatron-bridge'?); k
   fail "unknown framework message: $(cat unknown.err)"
 "$bin" list frameworks > list.txt
 grep -q '^megatron-bridge ' list.txt && grep -q '^llm-foundry .* other ' list.txt || fail "list frameworks: $(cat list.txt)"
+# A plan that does not fit is still estimated, and says so among the warnings (where scripts
+# look), not only in the memory table. Llama-3 70B at TP 4 without ZeRO: 70.6e9 parameters x 18
+# bytes (BF16 weights and gradients, FP32 master and Adam moments) / 4 = 296 GiB per GPU before
+# activations, far above an H100's 80 GB.
+"$bin" estimate --model llama3-70b --cluster dgx-h100 --gpus 16 --tp 4 --json > nofit.json ||
+  fail "does-not-fit estimate exit $?"
+python3 -c "
+import json
+j = json.load(open('nofit.json'))
+assert j['fits'] is False and j['peak_memory_gib'] > 296, (j['fits'], j['peak_memory_gib'])
+assert [w['code'] for w in j['warnings']][0] == 'does-not-fit', j['warnings']" ||
+  fail "does-not-fit warning"
+"$bin" estimate --model llama3-70b --cluster dgx-h100 --gpus 16 --tp 4 | grep -q '^warning \[does-not-fit\]: peak memory' ||
+  fail "does-not-fit text"
 passed=$((passed + 1))
 echo "$passed passed, 0 failed"
