@@ -51,14 +51,15 @@ std::string describe(const rl::RlResult& r) {
                    r.sync_how);
   if (r.architecture == rl::Architecture::kFullyAsync)
     o += fmt::format(
-        "generation {:.0f} response tokens/s (streaming: {:.0f} sequences per replica, a "
-        "response's mean latency {:.1f} s); training {:.0f} tokens/s\n",
+        "over the step: generation {:.0f} response tokens/s (streaming: {:.0f} sequences per "
+        "replica, a response's mean latency {:.1f} s); training {:.0f} tokens/s\n",
         r.generation_tokens_per_s, r.generation.streaming_batch, r.generation.streaming_latency_s,
         r.training_tokens_per_s);
   else
     o += fmt::format(
-        "generation {:.0f} response tokens/s; training {:.0f} tokens/s; longest "
-        "response {:.0f} tokens, {:.1f} s of generation with under half the peak batch\n",
+        "over the step: generation {:.0f} response tokens/s, training {:.0f} tokens/s (a "
+        "step's tokens / the step time); longest response {:.0f} tokens, {:.1f} s of "
+        "generation with under half the peak batch\n",
         r.generation_tokens_per_s, r.training_tokens_per_s, r.generation.longest_tokens,
         r.generation.tail_s);
   for (const auto& n : r.notes) o += "note: " + n + "\n";

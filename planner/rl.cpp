@@ -645,12 +645,28 @@ RlSearchResult search_rl(const RlConfig& c, int threads) {
     for (size_t i = 0; i < by.size() && i < 3; ++i)
       reasons += fmt::format("{}{} ({} of {} candidates)", i ? "; " : "", by[i].second,
                              -by[i].first, out.considered.size());
-    const SourceLocation at = c.architecture_at.line > 0 ? c.architecture_at : c.at;
-    throw InputError(at, c.architecture_at.line > 0 ? "architecture" : "",
-                     fmt::format("no feasible RL plan: {}",
-                                 reasons.empty() ? "no pool split or rollout layout to try "
-                                                   "(GPUs, rollout_gpus and rollout tp x pp)"
-                                                 : reasons));
+    // Where every candidate failed for want of a training layout on its GPUs, the GPU count is
+    // what to change: the error points there; otherwise at the architecture, when given.
+    bool training_only = !whys.empty();
+    for (const auto& [w, n] : whys)
+      training_only = training_only && (w.rfind("policy training on ", 0) == 0 ||
+                                        w.rfind("critic training on ", 0) == 0 ||
+                                        w.rfind("reward model on ", 0) == 0);
+    const bool at_gpus = training_only && c.gpus_at.line > 0;
+    const SourceLocation at = at_gpus                      ? c.gpus_at
+                              : c.architecture_at.line > 0 ? c.architecture_at
+                                                           : c.at;
+    throw InputError(
+        at,
+        at_gpus                      ? "gpus"
+        : c.architecture_at.line > 0 ? "architecture"
+                                     : "",
+        fmt::format("no feasible RL plan on {} GPU{}{}: {}", c.cluster.num_gpus,
+                    c.cluster.num_gpus == 1 ? "" : "s",
+                    c.architecture ? fmt::format(" ({})", to_string(*c.architecture)) : "",
+                    reasons.empty() ? "no pool split or rollout layout to try "
+                                      "(GPUs, rollout_gpus and rollout tp x pp)"
+                                    : reasons));
   }
   out.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -59,7 +59,7 @@ struct RlConfig {
   std::optional<Architecture> architecture;  // nullopt: "search" (every one)
   bool architecture_was_set = false;         // the file names one (not "search")
   int rollout_gpus = 0;                      // separate pool's GPUs; 0: searched
-  SourceLocation rollout_gpus_at, architecture_at;
+  SourceLocation rollout_gpus_at, architecture_at, gpus_at;
   SourceLocation at;  // the configuration's first key (errors about the whole plan)
 
   // Rollout engine (vLLM/SGLang-like); tp 0: searched (the smallest that fits).

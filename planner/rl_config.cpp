@@ -196,6 +196,7 @@ RlConfig read_config(YamlMap& y) {
     std::vector<std::string> archs = architecture_names();
     archs.push_back("search");
     if (y.has("architecture")) c.architecture_at = location_of(y.node()["architecture"], c.file);
+    if (y.has("gpus")) c.gpus_at = location_of(y.node()["gpus"], c.file);
     const std::string a = y.opt_enum("architecture", archs).value_or("search");
     c.architecture_was_set = a != "search";
     for (int i = 0; i < kNumArchitectures; ++i)

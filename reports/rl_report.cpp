@@ -175,8 +175,8 @@ std::string markdown(const RlReportData& d) {
                  "\nIn the asynchronous architectures phases overlap; the step is the longer side "
                  "plus what is exposed.\n\n- Idle share: rollout pool {}, training pool {}\n"
                  "- Weight sync: {:.1f} GiB, {} s every {} step(s), {} s exposed ({})\n"
-                 "- Staleness: {} steps\n- Generation {:.0f} response tokens/s, training {:.0f} "
-                 "tokens/s\n\n",
+                 "- Staleness: {} steps\n- Over the step (a step's tokens / the step time): "
+                 "generation {:.0f} response tokens/s, training {:.0f} tokens/s\n\n",
                  pct(r.idle_share_rollout), pct(r.idle_share_training), r.sync_bytes / (1 << 30),
                  s3(r.sync_time_s), r.sync_interval_steps, s3(r.sync_exposed_s),
                  markdown_cell(r.sync_how), s3(r.staleness_steps), r.generation_tokens_per_s,
