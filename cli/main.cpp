@@ -2,13 +2,56 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/input_file.h"
+
+namespace {
+
+// What CLI11 leaves out of a parse error: which command was unknown, and for a flag it did not
+// expect, the nearest flag of the command being run ("did you mean").
+std::string parse_hint(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> commands;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    commands.push_back(sub->get_name());
+  CLI::App* cmd = nullptr;
+  for (int i = 1; i < argc && !cmd; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("-", 0) == 0) continue;
+    // The value of an option given before the command (--max-input-mib 512 estimate ...).
+    const CLI::Option* before = i > 1 ? app.get_option_no_throw(argv[i - 1]) : nullptr;
+    if (before && before->get_expected_max() > 0) continue;
+    if (std::find(commands.begin(), commands.end(), a) == commands.end())
+      return fmt::format("\nunknown command '{}'{}; the commands: {}", a,
+                         dtplan::did_you_mean(a, commands), fmt::join(commands, ", "));
+    cmd = app.get_subcommand(a);
+  }
+  if (!cmd) return "";
+  std::vector<std::string> flags;
+  for (CLI::App* owner : {&app, cmd})
+    for (const CLI::Option* o : owner->get_options())
+      for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
+  std::string hint;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0 || a == "--") continue;
+    a = a.substr(0, a.find('='));
+    if (std::find(flags.begin(), flags.end(), a) != flags.end()) continue;
+    const std::string near = dtplan::nearest_name(a, flags);
+    hint += fmt::format("\n{}: not a flag of '{}'{}", a, cmd->get_name(),
+                        near.empty() ? "" : fmt::format(" (did you mean {}?)", near));
+  }
+  return hint;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"dtplan: parallelism planner and performance model for large-model training"};
@@ -52,7 +95,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "dtplan: error: {}\n", e.what());
+    fmt::print(stderr, "dtplan: error: {}{}\n", e.what(), parse_hint(app, argc, argv));
     fmt::print(stderr, "Run with --help for usage.\n");
     return 2;
   } catch (const dtplan::InputError& e) {
