@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -17,7 +18,17 @@ namespace {
 
 // What CLI11 leaves out of a parse error: which command was unknown, and for a flag it did not
 // expect, the nearest flag of the command being run ("did you mean").
-std::string parse_hint(CLI::App& app, int argc, char** argv) {
+std::string parse_hint(CLI::App& app, int argc, char** argv, const std::string& what) {
+  // CLI11's range check speaks of a range when the value is not a number at all.
+  const std::string range = "Value ";
+  if (const size_t at = what.find(range); at != std::string::npos) {
+    const std::string value =
+        what.substr(at + range.size(), what.find(' ', at + range.size()) - (at + range.size()));
+    char* end = nullptr;
+    (void)std::strtod(value.c_str(), &end);
+    if (!value.empty() && (end == value.c_str() || *end != '\0'))
+      return fmt::format("\n'{}' is not a number", value);
+  }
   std::vector<std::string> commands;
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     commands.push_back(sub->get_name());
@@ -95,7 +106,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "dtplan: error: {}{}\n", e.what(), parse_hint(app, argc, argv));
+    fmt::print(stderr, "dtplan: error: {}{}\n", e.what(), parse_hint(app, argc, argv, e.what()));
     fmt::print(stderr, "Run with --help for usage.\n");
     return 2;
   } catch (const dtplan::InputError& e) {
