@@ -256,8 +256,10 @@ WeightSync weight_sync(const RlConfig& c, bool separate, const Plan& tp, int tra
 
 namespace {
 
+// On failure sets *why, and *no_training_layout when it is a training model that has no layout
+// on the training GPUs.
 RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& searches,
-                      std::string* why) {
+                      std::string* why, bool* no_training_layout) {
   RlResult r;
   r.architecture = in.arch;
   const HardwareProfile& hw = c.cluster.profile;
@@ -290,6 +292,7 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   const TrainingFit& tf = searches.get(c.policy, r.training_gpus, seq, mini, longest);
   if (!tf.found) {
     *why = fmt::format("policy training on {} GPUs: {}", r.training_gpus, tf.why);
+    *no_training_layout = true;
     return r;
   }
   r.training_plan = tf.plan;
@@ -306,6 +309,7 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
     const TrainingFit& cf = searches.get(cm, r.training_gpus, seq, mini, longest);
     if (!cf.found) {
       *why = fmt::format("critic training on {} GPUs: {}", r.training_gpus, cf.why);
+      *no_training_layout = true;
       return r;
     }
     t_critic =
@@ -316,6 +320,7 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
     const TrainingFit& rf = searches.get(*c.reward_model, r.training_gpus, seq, mini, longest);
     if (!rf.found) {
       *why = fmt::format("reward model on {} GPUs: {}", r.training_gpus, rf.why);
+      *no_training_layout = true;
       return r;
     }
     t_reward = forward_only_s(rf.estimate) * n_mini * seq_scale;
@@ -612,6 +617,7 @@ RlSearchResult search_rl(const RlConfig& c, int threads) {
     for (int a = 0; a < kNumArchitectures; ++a) archs.push_back(static_cast<Architecture>(a));
   bool any = false;
   std::map<std::string, int> whys;  // why the candidates failed, with how many did
+  bool training_only = true;        // every failure: no training layout on the training GPUs
   for (Architecture a : archs) {
     std::optional<RlResult> best;
     const std::vector<int> pools =
@@ -619,11 +625,14 @@ RlSearchResult search_rl(const RlConfig& c, int threads) {
     for (int pool : pools) {
       for (const auto& [tpg, ppg] : rollout_layouts(c, pool, !separate_pools(a))) {
         std::string why;
-        RlResult r = evaluate_one(c, Inputs{a, pool, tpg, ppg}, searches, &why);
+        bool no_training_layout = false;
+        RlResult r =
+            evaluate_one(c, Inputs{a, pool, tpg, ppg}, searches, &why, &no_training_layout);
         const bool ok = why.empty();
         out.considered.push_back({a, pool, tpg, ppg, ok ? r.step_time_s : 0, ok, why});
         if (!ok) {
           ++whys[why];
+          training_only = training_only && no_training_layout;
           continue;
         }
         if (!best || r.step_time_s < best->step_time_s) best = std::move(r);
@@ -647,12 +656,7 @@ RlSearchResult search_rl(const RlConfig& c, int threads) {
                              -by[i].first, out.considered.size());
     // Where every candidate failed for want of a training layout on its GPUs, the GPU count is
     // what to change: the error points there; otherwise at the architecture, when given.
-    bool training_only = !whys.empty();
-    for (const auto& [w, n] : whys)
-      training_only = training_only && (w.rfind("policy training on ", 0) == 0 ||
-                                        w.rfind("critic training on ", 0) == 0 ||
-                                        w.rfind("reward model on ", 0) == 0);
-    const bool at_gpus = training_only && c.gpus_at.line > 0;
+    const bool at_gpus = !whys.empty() && training_only && c.gpus_at.line > 0;
     const SourceLocation at = at_gpus                      ? c.gpus_at
                               : c.architecture_at.line > 0 ? c.architecture_at
                                                            : c.at;

@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "core/catalog.h"
 #include "core/error.h"
+#include "core/registry.h"
 #include "executor/rank_grid.h"
 #include "executor/rank_program.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
@@ -270,13 +272,26 @@ TEST(RankProgram, OpCountsMatchTheOpProgram) {
   }
 }
 
+// Every registered pipeline schedule, with the virtual stages it runs at.
+struct ScheduleCase {
+  const char* schedule;
+  int vpp;
+};
+constexpr ScheduleCase kScheduleCases[] = {{"1f1b", 1},  {"gpipe", 1}, {"interleaved", 2},
+                                           {"zb-h1", 1}, {"zb-v", 2},  {"dualpipe-v", 2}};
+
+// A schedule plug-in added later must join the list, or the executor's checks skip it.
+TEST(RankProgram, ScheduleCasesCoverEveryRegisteredSchedule) {
+  std::set<std::string> listed;
+  for (const ScheduleCase& k : kScheduleCases) listed.insert(k.schedule);
+  const auto& entries = Registry<IPipelineSchedule>::global().entries();
+  EXPECT_GE(entries.size(), listed.size());  // the plug-ins are linked in
+  for (const auto& e : entries)
+    EXPECT_TRUE(listed.count(e.name)) << e.name << " is not in kScheduleCases";
+}
+
 TEST(RankProgram, EverySchedulePairsItsTransfersWithoutDeadlock) {
-  struct Case {
-    const char* schedule;
-    int vpp;
-  };
-  for (const Case& k : {Case{"1f1b", 1}, Case{"gpipe", 1}, Case{"interleaved", 2}, Case{"zb-h1", 1},
-                        Case{"zb-v", 2}, Case{"dualpipe-v", 2}}) {
+  for (const ScheduleCase& k : kScheduleCases) {
     const ExecSetup s = small_dense(1, 4, 2, k.vpp, k.schedule, 16);
     const IPipelineSchedule* sch = find_schedule(k.schedule);
     ASSERT_NE(sch, nullptr) << k.schedule;
@@ -300,12 +315,7 @@ TEST(RankProgram, EverySchedulePairsItsTransfersWithoutDeadlock) {
 // schedules a pair carries chunk 0's activations and chunk 1's gradients, interleaved
 // differently on the two sides.)
 TEST(RankProgram, EveryPairReceivesInTheOrderItsSenderSends) {
-  struct Case {
-    const char* schedule;
-    int vpp;
-  };
-  for (const Case& k : {Case{"1f1b", 1}, Case{"gpipe", 1}, Case{"interleaved", 2}, Case{"zb-h1", 1},
-                        Case{"zb-v", 2}, Case{"dualpipe-v", 2}}) {
+  for (const ScheduleCase& k : kScheduleCases) {
     for (const int pp : {2, 4}) {
       const ExecSetup s = small_dense(1, pp, 2, k.vpp, k.schedule, 16);
       const IPipelineSchedule* sch = find_schedule(k.schedule);
