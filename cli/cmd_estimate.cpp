@@ -11,6 +11,7 @@
 #include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/calibration_coverage.h"
+#include "simulator/cost/memory_model.h"
 
 namespace dtplan::cli {
 
@@ -80,6 +81,10 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
                        "micro-batch; `dtplan search` finds one that fits)",
                        e.memory_peak.total_bytes() / units::kGiB,
                        e.memory_capacity_bytes / units::kGiB)});
+    if (const std::string host =
+            host_memory_violation(r.model, r.workload, r.plan, r.cluster.profile);
+        !host.empty())
+      plan_warnings.push_back({"does-not-fit", host + ": this plan would run out of host memory"});
     std::string text;
     if (json) {
       nlohmann::json j = estimate_to_json(r, e, opt.flops);

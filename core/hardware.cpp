@@ -223,6 +223,10 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
   if (auto h = y.opt_map("host")) {
     hw.host.memory_gib = h->get_double("memory_gib", 0);
     hw.host.pcie_gbps_per_gpu = h->get_double("pcie_gbps_per_gpu", 0);
+    hw.host.gpus_per_uplink = static_cast<int>(h->opt_int("gpus_per_uplink").value_or(1));
+    if (hw.node.gpus_per_node > 0 && hw.host.gpus_per_uplink > hw.node.gpus_per_node)
+      h->fail("gpus_per_uplink", fmt::format("must be at most gpus_per_node ({}), got {}",
+                                             hw.node.gpus_per_node, hw.host.gpus_per_uplink));
     hw.host.source = h->get_string("source");
     h->finish();
   }

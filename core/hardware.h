@@ -61,7 +61,19 @@ struct ScaleOutSpec {
 struct HostSpec {
   double memory_gib = 0;
   double pcie_gbps_per_gpu = 0;
+  // GPUs behind one PCIe uplink to the CPU (a PCIe switch that serves several GPUs): when every
+  // GPU copies to or from host memory at once (activation offload, checkpoint staging) they
+  // share it. 1: each GPU's own link reaches the CPU.
+  int gpus_per_uplink = 1;
   std::string source;
+  // GB/s per direction each GPU gets when `copying` adjacent GPUs of the node copy at once
+  // (GPUs 2k and 2k+1 share an uplink when two do).
+  double gbps_per_gpu_when(int copying) const {
+    const int sharing = gpus_per_uplink < copying ? gpus_per_uplink : copying;
+    return pcie_gbps_per_gpu / (sharing > 1 ? sharing : 1);
+  }
+  // ... when every GPU of the node copies at once.
+  double concurrent_gbps_per_gpu() const { return gbps_per_gpu_when(gpus_per_uplink); }
 };
 
 // The performance model's free parameters; each profile says how they were set.

@@ -341,7 +341,8 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
     const StageMemory& mem = te.memory_peak;
     double resident = mem.weights_bytes;
     if (c.offload)
-      offload_s = 2.0 * (mem.grads_bytes + mem.optimizer_bytes) / (hw.host.pcie_gbps_per_gpu * 1e9);
+      offload_s =
+          2.0 * (mem.grads_bytes + mem.optimizer_bytes) / (hw.host.concurrent_gbps_per_gpu() * 1e9);
     else
       resident += mem.grads_bytes + mem.optimizer_bytes;
     const double room = (1.0 - il.gpu_memory_utilization) * hw.gpu.memory_gib * kGiB;

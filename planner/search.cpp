@@ -603,6 +603,19 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
           p.recompute_layers = rc_layers;
           p.offload_layers = offload;
           p.mbs = mbs;
+          // Offloaded activations live in pinned host memory: a node's GPUs together must fit
+          // its host memory (the same for every ZeRO stage, schedule and batch).
+          if (offload > 0) {
+            std::string why = host_memory_violation(m, works.front(), p, c.profile);
+            for (int g = 0; hetero && why.empty() && g < c.groups_used(); ++g)
+              why = host_memory_violation(m, works.front(), p,
+                                          c.groups[static_cast<size_t>(g)].profile);
+            if (!why.empty()) {
+              wk.reject(Rejection::kMemory, static_cast<long>(combos.size() * batches.size()),
+                        [&] { return fmt::format("{}: {}", p.describe(), why); });
+              continue;
+            }
+          }
           // Per (schedule, batch): the step-time floor, computed when needed.
           floors.assign(schedules.size() * batches.size(), -1.0);
           size_t assigned = schedules.size();  // which schedule p.schedule holds

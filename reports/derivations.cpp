@@ -354,10 +354,20 @@ std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, co
   add("shard per rank", "checkpoint / writing ranks (fully parallel save)",
       fmt::format("{} / {}", human_bytes(size), k.writers), shard, k.per_rank_bytes,
       human_bytes(shard));
-  const double pcie = c.profile.host.pcie_gbps_per_gpu > 0 ? c.profile.host.pcie_gbps_per_gpu : 16;
+  const HostSpec& host = c.profile.host;
+  // Writers per node: those behind one PCIe uplink to the CPU share it.
+  const int node_writers =
+      k.per_rank_bytes > 0 ? static_cast<int>(std::lround(k.per_node_bytes / k.per_rank_bytes)) : 1;
+  const int sharing = std::max(1, std::min(host.gpus_per_uplink, node_writers));
+  const double pcie = host.pcie_gbps_per_gpu > 0 ? host.pcie_gbps_per_gpu / sharing : 16;
   const double d2h = shard / (pcie * 1e9);
-  add("copy to host", "shard / PCIe per GPU",
-      fmt::format("{} / {:g} GB/s", human_bytes(shard), pcie), d2h, k.d2h_s, secs(d2h));
+  add("copy to host",
+      sharing > 1 ? "shard / (PCIe per GPU / writing GPUs sharing its uplink to the CPU)"
+                  : "shard / PCIe per GPU",
+      sharing > 1 ? fmt::format("{} / ({:g} / {} GB/s)", human_bytes(shard), host.pcie_gbps_per_gpu,
+                                sharing)
+                  : fmt::format("{} / {:g} GB/s", human_bytes(shard), pcie),
+      d2h, k.d2h_s, secs(d2h));
   const double node_s = k.per_node_bytes / (sv.storage.write_gbps_per_node * 1e9);
   const double fs_s =
       sv.storage.aggregate_write_gbps > 0 ? size / (sv.storage.aggregate_write_gbps * 1e9) : 0;

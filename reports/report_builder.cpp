@@ -399,10 +399,14 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
                    hw.scale_out.oversubscription, hw.scale_out.latency_us),
        hw.scale_out.source});
   if (!hw.host.source.empty())
-    d.provenance.push_back({"host",
-                            fmt::format("{:.0f} GiB, PCIe {:.0f} GB/s per GPU", hw.host.memory_gib,
-                                        hw.host.pcie_gbps_per_gpu),
-                            hw.host.source});
+    d.provenance.push_back(
+        {"host",
+         fmt::format("{:.0f} GiB, PCIe {:.0f} GB/s per GPU{}", hw.host.memory_gib,
+                     hw.host.pcie_gbps_per_gpu,
+                     hw.host.gpus_per_uplink > 1
+                         ? fmt::format(", {} GPUs per uplink to the CPU", hw.host.gpus_per_uplink)
+                         : std::string()),
+         hw.host.source});
   const EfficiencyParams& ef = hw.efficiency;
   d.provenance.push_back(
       {"efficiency",

@@ -57,6 +57,27 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
                        r.describe(), u.band.cases, u.band.regime,
                        fmt::join(u.band.dropped, ", "))});
   }
+  // Activation offload is recorded but not matched (too few published runs do it): the band is
+  // that of runs like it without offload, and the warning says how many runs of this GPU
+  // generation offload, and that the copies' stalls rest on the profile's host link.
+  if (r.offload) {
+    int same = 0, any = 0;
+    if (table)
+      for (const BandRecord& b : table->records)
+        if (b.regime.offload) {
+          ++any;
+          same += b.regime.generation == r.generation;
+        }
+    u.warnings.push_back(
+        {"offload-unvalidated",
+         fmt::format("activation offload ({} layers): {} of dtplan's published runs on {} GPUs "
+                     "offload activations ({} on any GPU), and the band comes from runs without "
+                     "it; the copies to and from host memory ({:g} GB/s per GPU with every GPU "
+                     "of the node copying) are priced from the profile and hidden only where a "
+                     "pass's compute is longer",
+                     p.offload_layers, same, r.generation, any,
+                     hw.host.concurrent_gbps_per_gpu())});
+  }
   // Beyond the record's range: a run much larger or a sequence much longer than any the band
   // was built on (twice the largest).
   if (u.band.found && u.band.max_gpus > 0 && c.num_gpus > 2 * u.band.max_gpus)

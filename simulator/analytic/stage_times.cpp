@@ -180,11 +180,12 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
     // Activation offloading: the offloaded layers' activations go to the host during the
     // forward and come back during the backward over the host link, on a copy stream of their
     // own; what a pass's compute does not cover, the pass waits for (framework overhead).
+    // Every GPU of the node copies at once, so GPUs behind one PCIe uplink share it.
     if (p.offload_layers > 0 && p.recompute != Recompute::kFull) {
       const RankLayers off = offloaded_layers(p, l);
       const double bytes =
           off.dense * st.costs->activations.dense + off.moe * st.costs->activations.moe;
-      const double link = hw.host.pcie_gbps_per_gpu * 1e9;
+      const double link = hw.host.concurrent_gbps_per_gpu() * 1e9;
       if (bytes > 0 && link > 0) {
         const double t = bytes / link;
         const double wait_f = std::max(0.0, t - f[i]), wait_b = std::max(0.0, t - b[i]);

@@ -1,7 +1,10 @@
 #include "simulator/cost/memory_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
+#include "core/units.h"
 #include "simulator/schedule/i_pipeline_schedule.h"
 #include "simulator/workload/stage_layout.h"
 
@@ -182,6 +185,25 @@ double runtime_buffer_bytes(const Plan& p) {
   int communicators = 1;  // world/DP
   for (int deg : {p.tp, p.cp, p.pp, p.ep}) communicators += deg > 1 ? 1 : 0;
   return kCudaContextBytes + communicators * kNcclBytesPerCommunicator;
+}
+
+double offloaded_host_bytes(const ModelSpec& m, const Workload& w, const Plan& p) {
+  if (p.offload_layers <= 0 || p.recompute == Recompute::kFull) return 0;
+  const RankLayers off = offloaded_layers(p, layers_on_rank(m, p, 0));
+  return off.dense * layer_activation_bytes(m, w, p, false) +
+         off.moe * layer_activation_bytes(m, w, p, true);
+}
+
+std::string host_memory_violation(const ModelSpec& m, const Workload& w, const Plan& p,
+                                  const HardwareProfile& hw) {
+  if (p.offload_layers <= 0 || hw.host.memory_gib <= 0) return {};
+  const double per_node = offloaded_host_bytes(m, w, p) * std::max(1, hw.node.gpus_per_node);
+  if (per_node <= hw.host.memory_gib * units::kGiB) return {};
+  return fmt::format(
+      "offloaded activations need {:.0f} GiB of host memory per node ({} GPUs x {:.1f} GiB), "
+      "more than the {:.0f} GiB of profile {} (host.memory_gib)",
+      per_node / units::kGiB, hw.node.gpus_per_node,
+      per_node / std::max(1, hw.node.gpus_per_node) / units::kGiB, hw.host.memory_gib, hw.name);
 }
 
 StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,

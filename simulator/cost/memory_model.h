@@ -9,6 +9,8 @@
 // (stage 1 = Megatron's distributed optimizer: 6 + 12/d).
 #pragma once
 
+#include <string>
+
 #include "core/estimate.h"
 #include "core/hardware.h"
 #include "core/model_spec.h"
@@ -73,6 +75,16 @@ ParamsOnRank params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan
 
 // Activation bytes one micro-batch leaves on one layer of this rank until its backward.
 double layer_activation_bytes(const ModelSpec& m, const Workload& w, const Plan& p, bool moe);
+
+// Host memory one GPU holds for activation offloading (--cpu-offloading-num-layers): the
+// offloaded layers' activations of the micro-batch between its forward and backward (Megatron-
+// Core offloads only without pipeline parallelism, so one micro-batch at a time). Pinned host
+// buffers; a node's GPUs together need gpus_per_node times this.
+double offloaded_host_bytes(const ModelSpec& m, const Workload& w, const Plan& p);
+// The reason a plan's offloaded activations do not fit the node's host memory
+// (host.memory_gib, none when the profile gives no size), or empty.
+std::string host_memory_violation(const ModelSpec& m, const Workload& w, const Plan& p,
+                                  const HardwareProfile& hw);
 
 StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
                          const IPipelineSchedule& schedule, int rank);

@@ -50,7 +50,8 @@ CheckpointCosts checkpoint_costs(const ModelSpec& m, const Cluster& c, const Pla
   }
   k.per_rank_bytes = k.size_bytes / k.writers;
   k.per_node_bytes = k.per_rank_bytes * per_node;
-  const double pcie = hw.host.pcie_gbps_per_gpu > 0 ? hw.host.pcie_gbps_per_gpu : 16.0;
+  // Every writing rank stages its shard at once: writers behind one PCIe uplink share it.
+  const double pcie = hw.host.pcie_gbps_per_gpu > 0 ? hw.host.gbps_per_gpu_when(per_node) : 16.0;
   k.d2h_s = k.per_rank_bytes / (pcie * units::kGBps);
   const StorageSpec& st = sv.storage;
   const double node_write = k.per_node_bytes / (st.write_gbps_per_node * units::kGBps);

@@ -129,6 +129,7 @@ Regime regime_of(const HardwareProfile& hw, const ModelSpec& m, const Workload& 
   r.zero3 = p.zero >= 3;
   r.moe = m.moe.has_value();
   r.cp = p.cp > 1;
+  r.offload = p.offload_layers > 0 && p.recompute != Recompute::kFull;
   r.scale = num_gpus <= 8 ? 0 : num_gpus <= 256 ? 1 : 2;
   return r;
 }
@@ -211,11 +212,11 @@ std::string bands_to_json(const ErrorBandTable& t) {
     o += fmt::format(
         "    {{\"id\": \"{}\", \"group\": \"{}\", \"generation\": \"{}\", \"framework\": "
         "\"{}\", \"calibrated\": {}, \"fp8\": {}, "
-        "\"zero3\": {}, \"moe\": {}, \"cp\": {}, \"scale\": {}, \"gpus\": {}, \"seq\": {}, "
-        "\"ratio\": {:.9g}}}{}\n",
+        "\"zero3\": {}, \"moe\": {}, \"cp\": {}, \"offload\": {}, \"scale\": {}, \"gpus\": "
+        "{}, \"seq\": {}, \"ratio\": {:.9g}}}{}\n",
         r.id, r.group, r.regime.generation, r.regime.framework, r.regime.calibrated, r.regime.fp8,
-        r.regime.zero3, r.regime.moe, r.regime.cp, r.regime.scale, r.gpus, r.seq_len, r.ratio,
-        i + 1 < t.records.size() ? "," : "");
+        r.regime.zero3, r.regime.moe, r.regime.cp, r.regime.offload, r.regime.scale, r.gpus,
+        r.seq_len, r.ratio, i + 1 < t.records.size() ? "," : "");
   }
   o += "  ]\n}\n";
   return o;
@@ -246,6 +247,7 @@ ErrorBandTable load_bands_located(const std::string& path) {
     r.regime.zero3 = y.get_bool("zero3");
     r.regime.moe = y.get_bool("moe");
     r.regime.cp = y.get_bool("cp");
+    r.regime.offload = y.get_bool("offload");
     r.regime.scale = static_cast<int>(y.get_int("scale", 0));
     r.gpus = static_cast<int>(y.get_int("gpus", 1));
     r.seq_len = y.get_int("seq", 1);
@@ -285,8 +287,8 @@ std::optional<ErrorBandTable> load_bands_fast(const std::string& path) {
   t.cases_file = cf.get<std::string>();
   t.records.reserve(recs.size());
   static const std::set<std::string, std::less<>> kFields = {
-      "id",  "group", "generation", "framework", "calibrated", "fp8",  "zero3",
-      "moe", "cp",    "scale",      "gpus",      "seq",        "ratio"};
+      "id",  "group", "generation", "framework", "calibrated", "fp8", "zero3",
+      "moe", "cp",    "offload",    "scale",     "gpus",       "seq", "ratio"};
   for (const auto& rec : recs) {
     if (!rec.is_object() || rec.size() != kFields.size()) return std::nullopt;
     for (const auto& [k, v] : rec.items())
@@ -315,7 +317,8 @@ std::optional<ErrorBandTable> load_bands_fast(const std::string& path) {
     if (!str("id", r.id) || !str("group", r.group) || !str("generation", r.regime.generation) ||
         !str("framework", r.regime.framework) || !flag("calibrated", r.regime.calibrated) ||
         !flag("fp8", r.regime.fp8) || !flag("zero3", r.regime.zero3) ||
-        !flag("moe", r.regime.moe) || !flag("cp", r.regime.cp) || !integer("scale", 0, scale) ||
+        !flag("moe", r.regime.moe) || !flag("cp", r.regime.cp) ||
+        !flag("offload", r.regime.offload) || !integer("scale", 0, scale) ||
         !integer("gpus", 1, gpus) || !integer("seq", 1, seq) || !ratio.is_number())
       return std::nullopt;
     r.ratio = ratio.get<double>();

@@ -29,8 +29,11 @@ struct Regime {
   bool fp8 = false;
   bool zero3 = false;  // parameters sharded (ZeRO-3 / FSDP)
   bool moe = false;
-  bool cp = false;               // context parallelism
-  int scale = 0;                 // 0: one node's worth (<= 8 GPUs), 1: <= 256 GPUs, 2: more
+  bool cp = false;  // context parallelism
+  int scale = 0;    // 0: one node's worth (<= 8 GPUs), 1: <= 256 GPUs, 2: more
+  // Activations offloaded to host memory. Recorded, not matched: too few runs do it to build a
+  // band on; an offload plan's warning counts them (reports/uncertainty.cpp).
+  bool offload = false;
   std::string describe() const;  // "hopper, megatron, fp8, ZeRO 0-2, dense, no CP, 257+ GPUs"
   // The features a band matched, most telling first, leaving out the `dropped` it gave up
   // (error_bands.cpp's order): "hopper, 16-bit, ZeRO 0-2".

@@ -166,8 +166,9 @@ TEST(CheckpointGolden, Gpt3On1024A100WithStatedBandwidths) {
   // Nodes alone could write 128 x 5 = 640 GB/s; the file system takes 400 GB/s: it binds.
   EXPECT_TRUE(k.file_system_bound);
   EXPECT_NEAR(k.storage_write_s, 14 * params / 400e9, 1e-6);  // 6.11 s
-  // The copy to pinned host memory over PCIe Gen4 (32 GB/s per direction, DGX A100 datasheet).
-  EXPECT_NEAR(k.d2h_s, 14 * params / 1024 / 32e9, 1e-9);  // 0.075 s
+  // The copy to pinned host memory over PCIe Gen4 (32 GB/s per direction, DGX A100 datasheet),
+  // two writing GPUs behind each switch's x16 uplink (DGX A100 User Guide): 16 GB/s each.
+  EXPECT_NEAR(k.d2h_s, 14 * params / 1024 / 16e9, 1e-9);  // 0.149 s
   EXPECT_NEAR(k.write_s_sync, k.d2h_s + k.storage_write_s, 1e-12);
   EXPECT_DOUBLE_EQ(k.write_s_async_blocking, k.d2h_s);
   // Read back at 10 GB/s per node (no aggregate limit): 8 shards per node, then to the GPU.
@@ -183,7 +184,7 @@ TEST(FailureGolden, IntervalsWasteAndGoodputByHand) {
   Cluster c = gpt3_cluster();
   const double params = static_cast<double>(count_params(m).total());
   const FailureCosts f = failure_costs(m, c, gpt3_plan(), 20.0);
-  const double delta = 14 * params / 1024 / 32e9 + 14 * params / 400e9;
+  const double delta = 14 * params / 1024 / 16e9 + 14 * params / 400e9;  // 16: shared uplink
   const double mtbf = 54.0 * 24 * 3600 / 419 * 16384 / 1024;  // Llama 3's rate on 1,024 GPUs
   EXPECT_NEAR(f.job_mtbf_s, mtbf, 1e-6 * mtbf);
   EXPECT_NEAR(f.young_interval_s, std::sqrt(2 * delta * mtbf), 1e-6);

@@ -11,6 +11,7 @@
 
 #include "core/catalog.h"
 #include "simulator/analytic/estimator.h"
+#include "simulator/cost/memory_model.h"
 
 namespace dtplan {
 namespace {
@@ -193,6 +194,8 @@ Ranked brute_force(const ModelSpec& m, const Cluster& c, const Workload& w,
                       if (!validate_plan(m, n, wg, p).empty() || !validate_schedule(p).empty() ||
                           !validate_against_hardware(c.profile, wg, p).empty())
                         continue;
+                      // Offloaded activations must fit the node's host memory.
+                      if (!host_memory_violation(m, wg, p, c.profile).empty()) continue;
                       const Estimate e = estimate(m, c, wg, p);
                       const double mem = e.memory_peak.total_bytes();
                       if (mem > budget) continue;
@@ -254,9 +257,13 @@ TEST(Search, AgreesWithBruteForce) {
     std::vector<int64_t> batches;
     Objective objective;
     Framework framework;
+    double host_gib = 0;  // the profile's host memory when 0
   };
   const std::vector<Case> cases = {
       {"llama3-8b", "dgx-h100", 16, 4096, {64}, Objective::kStepTime, Framework::kMegatron},
+      // 60 GiB of host memory: 8 offloaded layers at mbs 2 (8 GPUs x 8 x ~1.06 GiB = 68 GiB)
+      // no longer fit it, at mbs 1 (34 GiB) they do.
+      {"llama3-8b", "dgx-h100", 16, 4096, {64}, Objective::kStepTime, Framework::kMegatron, 60},
       {"llama3-8b", "dgx-h100", 16, 4096, {64}, Objective::kMemory, Framework::kTorchtitan},
       {"llama3-8b", "dgx-h100", 16, 4096, {24, 32, 64}, Objective::kStepTime, Framework::kMegatron},
       {"llama3-8b", "dgx-h100", 16, 4096, {32, 48}, Objective::kMfu, Framework::kTorchtitan},
@@ -264,7 +271,8 @@ TEST(Search, AgreesWithBruteForce) {
   };
   for (const Case& k : cases) {
     const ModelSpec m = load_model(k.model);
-    const Cluster c = load_cluster(k.profile, k.gpus);
+    Cluster c = load_cluster(k.profile, k.gpus);
+    if (k.host_gib > 0) c.profile.host.memory_gib = k.host_gib;
     Workload w;
     w.seq_len = k.seq;
     w.global_batch = k.batches.back();
@@ -281,6 +289,18 @@ TEST(Search, AgreesWithBruteForce) {
     ASSERT_EQ(r.top.size(), 8u) << what;
     EXPECT_EQ(r.per_token, k.batches.size() > 1) << what;
     expect_same_ranking(ranked(r), brute_force(m, c, w, k.batches, opt), what);
+    if (k.host_gib > 0) {
+      // The limit matters: with the profile's host memory the top holds offload plans that
+      // 60 GiB refuses; with 60 GiB none of the ranked plans exceeds it.
+      const SearchResult roomy =
+          search(m, load_cluster(k.profile, k.gpus), w, space, opt, AnalyticEvaluator{});
+      bool refused = false;
+      for (const Candidate& cand : roomy.top)
+        refused |= !host_memory_violation(m, w, cand.plan, c.profile).empty();
+      EXPECT_TRUE(refused) << what;
+      for (const Candidate& cand : r.top)
+        EXPECT_TRUE(host_memory_violation(m, w, cand.plan, c.profile).empty()) << what;
+    }
   }
 }
 

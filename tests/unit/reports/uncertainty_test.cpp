@@ -85,6 +85,32 @@ TEST(Uncertainty, WarningsTravelWithTheNumbers) {
   const Uncertainty fitted = uncertainty_of(a.m, a.c, a.w, a.p, a.e, "megatron", {}, &ampere);
   EXPECT_FALSE(has(fitted, "profile-not-fitted"));
   EXPECT_TRUE(fitted.warnings.empty());
+  // Activation offload: the record's twelve ampere cases do not offload, so the band is
+  // borrowed and said to be; the warning counts the record's offloading runs and names the host
+  // rate every GPU gets when all copy (dgx-a100-80g: 32 GB/s shared by two GPUs per uplink).
+  Case off = a;
+  off.p.tp = 1;
+  off.p.dp = 64;
+  off.p.sp = false;
+  off.p.zero = 3;
+  off.p.offload_layers = 16;
+  const Uncertainty offload = uncertainty_of(
+      off.m, off.c, off.w, off.p, estimate(off.m, off.c, off.w, off.p), "megatron", {}, &ampere);
+  ASSERT_TRUE(has(offload, "offload-unvalidated"));
+  const std::string said =
+      std::find_if(offload.warnings.begin(), offload.warnings.end(), [](const NumberWarning& w) {
+        return w.code == "offload-unvalidated";
+      })->message;
+  EXPECT_NE(said.find("0 of dtplan's published runs on ampere GPUs"), std::string::npos) << said;
+  EXPECT_NE(said.find("16 GB/s per GPU"), std::string::npos) << said;
+  ErrorBandTable with_one = ampere;
+  with_one.records.front().regime.offload = true;
+  const Uncertainty one = uncertainty_of(
+      off.m, off.c, off.w, off.p, estimate(off.m, off.c, off.w, off.p), "megatron", {}, &with_one);
+  EXPECT_NE(std::find_if(one.warnings.begin(), one.warnings.end(),
+                         [](const NumberWarning& w) { return w.code == "offload-unvalidated"; })
+                ->message.find("1 of dtplan's published runs on ampere GPUs"),
+            std::string::npos);
   // dgx-h100: its sustained fraction fitted, its host and collective values initial.
   const Case partly = llama8b("dgx-h100");
   const Uncertainty p =

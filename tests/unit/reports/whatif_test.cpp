@@ -188,7 +188,7 @@ TEST(Whatif, FailureRateStudyMatchesAHandComputation) {
     const ScenarioColumn& c = d.columns[i];
     ASSERT_TRUE(c.found && c.has_reliability) << c.name;
     const double m = mtbf[i] * 3600 / 1024;
-    const double d2h = 14 * params / 1024 / 32e9;
+    const double d2h = 14 * params / 1024 / 16e9;  // PCIe Gen4 32 GB/s, two GPUs per uplink
     const double write = 14 * params / (gbps[i] * 1e9 * 128);
     const double delta = d2h + write;
     const double restart = i == 3 ? 1800 : 90 + 300 + 30 + 265.0 / 96 * 1.024 + write + d2h;

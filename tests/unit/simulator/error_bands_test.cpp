@@ -97,7 +97,7 @@ TEST(ErrorBands, LeaveOneOutCoverageExcludesTheCase) {
 TEST(ErrorBands, TheRecordRoundTripsDeterministically) {
   ErrorBandTable t = ten_cases();
   t.cases_file = "cases.yaml";
-  t.records[3].regime.moe = t.records[4].regime.cp = true;
+  t.records[3].regime.moe = t.records[4].regime.cp = t.records[5].regime.offload = true;
   const std::string text = bands_to_json(t);
   EXPECT_EQ(text, bands_to_json(t));
   const auto path = std::filesystem::temp_directory_path() / "dtplan_bands.json";
@@ -107,6 +107,8 @@ TEST(ErrorBands, TheRecordRoundTripsDeterministically) {
   EXPECT_EQ(back.records.size(), 10u);
   EXPECT_TRUE(back.records[3].regime.moe);
   EXPECT_TRUE(back.records[4].regime.cp);
+  EXPECT_TRUE(back.records[5].regime.offload);
+  EXPECT_FALSE(back.records[4].regime.offload);
   EXPECT_EQ(back.records[4].gpus, 64);
   EXPECT_EQ(back.records[4].seq_len, 4096);
 }
@@ -116,8 +118,8 @@ TEST(ErrorBands, ABadRecordNamesItsPlace) {
   std::ofstream(path) << "{\"cases_file\": \"x\", \"records\": [\n  {\"id\": \"a\", \"group\": "
                          "\"g\", \"generation\": \"hopper\", \"framework\": \"megatron\", "
                          "\"calibrated\": false, \"fp8\": maybe, \"zero3\": false, "
-                         "\"moe\": false, \"cp\": false, \"scale\": 1, \"gpus\": 8, \"seq\": 2048, "
-                         "\"ratio\": 1.0}]}\n";
+                         "\"moe\": false, \"cp\": false, \"offload\": false, \"scale\": 1, "
+                         "\"gpus\": 8, \"seq\": 2048, \"ratio\": 1.0}]}\n";
   try {
     load_bands(path.string());
     FAIL() << "accepted";
@@ -132,7 +134,8 @@ TEST(ErrorBands, ADuplicateKeyOrAWrongTypeNamesItsPlace) {
   const std::string head =
       "{\"cases_file\": \"x\", \"records\": [\n  {\"id\": \"a\", \"group\": \"g\", "
       "\"generation\": \"hopper\", \"framework\": \"megatron\", \"calibrated\": false, "
-      "\"fp8\": false, \"zero3\": false, \"moe\": false, \"cp\": false, \"scale\": 1, ";
+      "\"fp8\": false, \"zero3\": false, \"moe\": false, \"cp\": false, \"offload\": false, "
+      "\"scale\": 1, ";
   const auto path = std::filesystem::temp_directory_path() / "dtplan_bands_dup.json";
   for (const auto& [tail, expect] :
        {std::pair<std::string, std::string>{"\"gpus\": 8, \"seq\": 2048, \"ratio\": 1.0, "

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/catalog.h"
+#include "core/units.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/collective_cost.h"
 #include "simulator/cost/compute_cost.h"
@@ -395,6 +396,27 @@ TEST(ActivationOffload, KeepsOneLayerAndWaitsForTheLink) {
   const double mb = 16.0 / 8;
   EXPECT_NEAR(slow.step_time_s - base.step_time_s, mb * ((t - det.f[0]) + (t - det.b[0])),
               1e-6 * slow.step_time_s);
+  // Two GPUs behind one 2 GB/s uplink copy at 1 GB/s each when every GPU offloads: the same
+  // waits as one GPU on a 1 GB/s link (DGX A100: two GPUs per PCIe Gen4 switch).
+  HardwareProfile shared = c.profile;
+  shared.host.pcie_gbps_per_gpu = 2;
+  shared.host.gpus_per_uplink = 2;
+  EXPECT_DOUBLE_EQ(shared.host.concurrent_gbps_per_gpu(), 1.0);
+  EXPECT_DOUBLE_EQ(shared.host.gbps_per_gpu_when(1), 2.0);
+  Cluster cs = c;
+  cs.profile = shared;
+  EXPECT_NEAR(estimate(m, cs, w, off, {}).step_time_s, slow.step_time_s, 1e-9 * slow.step_time_s);
+  // The offloaded layers' activations of one micro-batch wait in host memory: 16 layers' worth
+  // per GPU (the per-layer activation bytes times the plan's offloaded layers), times the
+  // node's 8 GPUs against host.memory_gib.
+  EXPECT_NEAR(offloaded_host_bytes(m, w, off), 16 * layer, 1e-9 * layer);
+  HardwareProfile small_host = c.profile;
+  small_host.host.memory_gib = 8 * 16 * layer / units::kGiB * 1.01;
+  EXPECT_TRUE(host_memory_violation(m, w, off, small_host).empty());
+  small_host.host.memory_gib = 8 * 16 * layer / units::kGiB * 0.99;
+  EXPECT_NE(host_memory_violation(m, w, off, small_host).find("host memory per node"),
+            std::string::npos);
+  EXPECT_TRUE(host_memory_violation(m, w, p, small_host).empty());  // nothing offloaded
   // No host link, no offloading; a chunk keeps at least one layer (the framework rules:
   // planner's FrameworkRules.ActivationOffloadingIsMegatronCoresWithoutPipelineOrRecompute).
   HardwareProfile no_host = c.profile;
