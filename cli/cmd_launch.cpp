@@ -21,7 +21,8 @@ namespace {
 
 // Fills the plan options from the plan of rank `rank` (1-based) of a `dtplan search --json` file.
 void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec, PlanOptions& o,
-                           bool model_given, bool cluster_given, std::string* framework) {
+                           bool model_given, bool cluster_given, std::string* framework,
+                           std::string* searched_model) {
   const std::string text = read_input_file(path, "--from");
   nlohmann::json j;
   try {
@@ -43,7 +44,14 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
   if (j.contains("cluster")) check_json_integers(j["cluster"], path, {}, "/cluster");
   try {
     const auto& p = j["top"][static_cast<size_t>(rank - 1)]["plan"];
-    if (!model_given) spec.model = j.at("model").get<std::string>();
+    // The model as the search was given it (a zoo name or a file; "model" is only its display
+    // name, which names no file when the model came from a YAML or config.json).
+    const bool flags = j.contains("flags") && j["flags"].is_object();
+    *searched_model = j.at("model").get<std::string>();
+    if (!model_given)
+      spec.model = flags && j["flags"].contains("model")
+                       ? recorded_spec_from(j["flags"]["model"].get<std::string>(), path)
+                       : j.at("model").get<std::string>();
     // The framework (rule set or profile) the search priced the plans with.
     if (framework->empty() && j.contains("framework") && j["framework"].is_string())
       *framework = j["framework"].get<std::string>();
@@ -53,7 +61,9 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
                          "the search ran on a cluster with device groups: heterogeneous clusters "
                          "are planned and simulated, but a launch across groups needs the nodes "
                          "listed in group order, which dtplan does not emit yet");
-      spec.cluster = j.at("cluster").at("profile").get<std::string>();
+      spec.cluster = flags && j["flags"].contains("cluster")
+                         ? recorded_spec_from(j["flags"]["cluster"].get<std::string>(), path)
+                         : j.at("cluster").at("profile").get<std::string>();
       spec.gpus = j.at("cluster").at("gpus").get<int>();
     }
     o.tp = p.at("tp");
@@ -95,6 +105,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
   static std::string format, out_dir, from, nodes_file, job_name = "dtplan";
   static std::string partition, account, time_limit, version, framework;
   static int rank = 1;
+  static std::string searched_model;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
   cmd->add_option("--format,-f", format, "megatron | deepspeed | torchtitan (dtplan list emitters)")
@@ -124,11 +135,50 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
                        fmt::format("unknown format '{}'{}; known: {}", format,
                                    did_you_mean(format, std::span<const std::string>(names)),
                                    fmt::join(names, ", ")));
+    if (!from.empty()) {
+      // The plan fields --from fills: a flag for one of them would be silently overwritten.
+      for (const char* f : {"--tp",
+                            "--pp",
+                            "--dp",
+                            "--cp",
+                            "--ep",
+                            "--etp",
+                            "--vpp",
+                            "--sp",
+                            "--zero",
+                            "--recompute",
+                            "--recompute-layers",
+                            "--cpu-offloading-num-layers",
+                            "--uneven-pp",
+                            "--account-for-embedding-in-pipeline-split",
+                            "--account-for-loss-in-pipeline-split",
+                            "--stage-split",
+                            "--mbs",
+                            "--gbs",
+                            "--gbs-tokens",
+                            "--seq",
+                            "--schedule",
+                            "--precision",
+                            "--attention"})
+        if (cmd->count(f) > 0)
+          throw InputError({}, f,
+                           fmt::format("cannot be combined with --from: the plan is rank {} of "
+                                       "{}; give the plan by flags without --from, or search "
+                                       "again with {} pinned",
+                                       rank, from, f));
+    }
     if (!from.empty())
       plan_from_search_json(from, rank, spec, plan, cmd->count("--model") > 0,
-                            cmd->count("--cluster") + cmd->count("--gpus") > 0, &framework);
+                            cmd->count("--cluster") + cmd->count("--gpus") > 0, &framework,
+                            &searched_model);
     std::vector<Violation> violations;
     Resolved r = resolve(spec, plan, violations);
+    // --model beside --from may point at the file where it now lives, not at another model.
+    if (!from.empty() && cmd->count("--model") > 0 && r.model.name != searched_model)
+      throw InputError({}, "--model",
+                       fmt::format("names {}, but {} ranked plans for {}: a plan searched for "
+                                   "one model does not fit another",
+                                   r.model.name, from, searched_model));
     if (report_violations(violations)) {
       ctx.exit_code = 2;
       return;
@@ -143,6 +193,17 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
                                    "simulated, but a launch across groups needs the nodes listed "
                                    "in group order, which dtplan does not emit yet",
                                    r.cluster.file));
+    if (!r.cluster.whole_nodes())
+      throw InputError(
+          {}, "--gpus",
+          fmt::format("{} GPUs on {}-GPU nodes would leave the last node partly used: launchers "
+                      "start the same number of ranks on every node (torchrun "
+                      "--nproc-per-node, Slurm --gpus-per-node, a DeepSpeed hostfile's slots), "
+                      "so the files would run {} ranks, not the {} the plan was priced for; use "
+                      "a multiple of {} (or at most {})",
+                      r.cluster.num_gpus, r.cluster.profile.node.gpus_per_node,
+                      r.cluster.nodes() * r.cluster.profile.node.gpus_per_node, r.cluster.num_gpus,
+                      r.cluster.profile.node.gpus_per_node, r.cluster.profile.node.gpus_per_node));
     EmitInput in;
     in.model = &r.model;
     in.cluster = &r.cluster;

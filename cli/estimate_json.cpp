@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include <iterator>
 
 #include "reports/uncertainty.h"
@@ -294,9 +295,10 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                   f.restart_s, f.restart.detection_s, f.restart.requeue_s, f.restart.init_s,
                   f.restart.load_s, f.restart.fast_forward_s);
     fmt::format_to(out,
-                   "  job MTBF {:.2f} h; interval {:.0f} s ({:.0f} steps; Young {:.0f} s, Daly "
+                   "  job MTBF {:.2f} h; interval {:.0f} s ({:.0f} step{}; Young {:.0f} s, Daly "
                    "{:.0f} s{}); {}\n",
-                   f.job_mtbf_s / 3600, f.interval_s, f.interval_steps, f.young_interval_s,
+                   f.job_mtbf_s / 3600, f.interval_s, f.interval_steps,
+                   std::lround(f.interval_steps) == 1 ? "" : "s", f.young_interval_s,
                    f.daly_interval_s,
                    f.interval_raised ? "; raised to the write time: an asynchronous save must "
                                        "finish before the next"

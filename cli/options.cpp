@@ -12,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "simulator/analytic/estimator.h"
+#include "simulator/cost/reliability.h"
 
 namespace dtplan::cli {
 
@@ -407,6 +408,20 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   }
   auto hv = validate_against_cluster(r.cluster, w, p);
   violations.insert(violations.end(), hv.begin(), hv.end());
+  // The checkpoint interval runs from one save's start to the next: a synchronous save that
+  // blocks longer than the interval would leave no time to train (asynchronous saves raise the
+  // interval to their write time instead, simulator/cost/reliability.cpp).
+  if (violations.empty() && r.failure.interval_s && !r.failure.async_save) {
+    const CheckpointCosts k = checkpoint_costs(r.model, r.cluster, p, r.failure.parallel_save);
+    if (*r.failure.interval_s <= k.write_s_sync)
+      violations.push_back(
+          {"--checkpoint-interval-s",
+           fmt::format("{:g} s is not longer than one synchronous checkpoint ({:.1f} s: copy to "
+                       "host {:.1f} s + storage write {:.1f} s), which blocks training: the job "
+                       "would do nothing but save; give a longer interval, or --async-save "
+                       "(it blocks only for the copy)",
+                       *r.failure.interval_s, k.write_s_sync, k.d2h_s, k.storage_write_s)});
+  }
   return r;
 }
 

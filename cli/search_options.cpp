@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "core/catalog.h"
 #include "core/error.h"
 #include "core/input_file.h"
+#include "planner/emit/i_emitter.h"
 #include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 
@@ -341,11 +343,53 @@ bool distinct_ranking(const SearchFlags& f) { return !f.no_distinct; }
 
 std::vector<FrameworkWarning> search_framework_warnings(const SearchSetup& s, const Plan& p) {
   if (!s.options.framework_rules) return {};
-  return framework_warnings(s.options.framework, p, s.model);
+  std::vector<FrameworkWarning> w = framework_warnings(s.options.framework, p, s.model);
+  // What `dtplan launch --format <framework>` would refuse: the search's rules are about the
+  // layout, the emitter's also about the model (rope scaling, biases, ...) and the GPU count.
+  const char* format = framework_name(s.options.framework);
+  if (!s.cluster.heterogeneous() && !s.cluster.whole_nodes())
+    w.push_back({"launch-refused",
+                 fmt::format("dtplan launch would refuse {} GPUs on {}-GPU nodes: launchers "
+                             "start as many ranks on every node",
+                             s.cluster.num_gpus, s.cluster.profile.node.gpus_per_node)});
+  if (const IEmitter* e = find_emitter(format); e && !s.cluster.heterogeneous()) {
+    EmitInput in;
+    in.model = &s.model;
+    in.cluster = &s.cluster;
+    in.work = &s.workload;
+    in.plan = &p;
+    std::string why;
+    try {
+      why = e->refusal(in);
+    } catch (const InputError& x) {
+      why = x.what();
+    }
+    if (!why.empty())
+      w.push_back(
+          {"launch-refused",
+           fmt::format("dtplan launch --format {} would refuse this plan: {}", format, why)});
+  }
+  return w;
 }
 
 void widen_for_distinct(SearchSetup& s, const SearchFlags& f) {
   s.options.top_k = std::max(8 * f.top, 64);
+}
+
+std::string recorded_spec(const std::string& given) {
+  std::error_code ec;
+  if (given.empty() || !std::filesystem::is_regular_file(given, ec)) return given;
+  const std::filesystem::path abs = std::filesystem::absolute(given, ec);
+  return ec ? given : abs.lexically_normal().string();
+}
+
+std::string recorded_spec_from(const std::string& recorded, const std::string& search_file) {
+  std::error_code ec;
+  const std::filesystem::path r(recorded);
+  if (recorded.empty() || r.is_absolute() || std::filesystem::exists(r, ec)) return recorded;
+  const std::filesystem::path beside = std::filesystem::path(search_file).parent_path() / r;
+  return std::filesystem::is_regular_file(beside, ec) ? beside.lexically_normal().string()
+                                                      : recorded;
 }
 
 nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const SearchResult& r,
@@ -384,8 +428,8 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
       std::count_if(r.top.begin(), r.top.end(), [](const Candidate& c) { return c.refined; });
   j["refined_with_des"] = refined;  // of the ranked plans shown
   j["framework"] = f.framework;
-  j["flags"] = {{"model", f.spec.model},
-                {"cluster", f.spec.cluster},
+  j["flags"] = {{"model", recorded_spec(f.spec.model)},
+                {"cluster", recorded_spec(f.spec.cluster)},
                 {"gpus", f.spec.gpus},
                 {"tp", f.tp},
                 {"pp", f.pp},
@@ -495,8 +539,8 @@ SearchFlags search_flags_from_json(const std::string& path) {
   try {
     if (j.contains("flags")) {
       const auto& g = j["flags"];
-      f.spec.model = g.at("model");
-      f.spec.cluster = g.at("cluster");
+      f.spec.model = recorded_spec_from(g.at("model"), path);
+      f.spec.cluster = recorded_spec_from(g.at("cluster"), path);
       f.spec.gpus = g.at("gpus");
       f.tp = g.at("tp");
       f.pp = g.at("pp");

@@ -82,6 +82,13 @@ std::vector<FrameworkWarning> search_framework_warnings(const SearchSetup& s, co
 
 // The flags a saved `dtplan search --json` file ran with; InputError naming --from otherwise.
 SearchFlags search_flags_from_json(const std::string& path);
+// A model or cluster as a search file records it: a file given by path is recorded by its
+// absolute path (the file can then be read from any directory), a zoo name as it is.
+std::string recorded_spec(const std::string& given);
+// The model or cluster a search file records, read back: as recorded when it names a file or
+// a zoo entry; an older file's relative path that does not exist from here is tried beside the
+// search file.
+std::string recorded_spec_from(const std::string& recorded, const std::string& search_file);
 // Refuses (InputError naming `path` and the JSON pointer) a floating-point number beyond the int
 // range anywhere in `v`, except under the keys in `large` (token counts, hours): nlohmann converts
 // a floating value to an integer field with a plain cast, undefined out of range (found by

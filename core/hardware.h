@@ -321,6 +321,17 @@ struct Cluster {
     const int g = profile.node.gpus_per_node;
     return (num_gpus + g - 1) / g;
   }
+  // Ranks a launch starts on each node: a whole node's GPUs, or all of them on one node.
+  int ranks_per_node() const {
+    const int g = profile.node.gpus_per_node;
+    return num_gpus < g ? num_gpus : g;
+  }
+  // Every node holds as many ranks (what torchrun, the DeepSpeed launcher and Slurm's
+  // --gpus-per-node express): fewer GPUs than a node, or a whole number of nodes.
+  bool whole_nodes() const {
+    const int g = profile.node.gpus_per_node;
+    return g <= 0 || num_gpus <= g || num_gpus % g == 0;
+  }
 };
 
 ClusterServices services_of(const Cluster& c);

@@ -181,7 +181,10 @@ struct Context {
   double flops_per_token = 0;     // 0 when neither model nor params is known
   double hw_flops_per_token = 0;  // with recomputation; 0 when the recomputation is not stated
   double peak = 0;                // FLOP/s per GPU at the claim's precision; 0 when unknown
-  std::string gpu;                // the GPU's name, "" when unknown
+  // The highest share of that peak any kernel of the profile reaches in benchmarks (0: unknown).
+  double ceiling = 0;
+  std::string ceiling_text;  // which kernel, and the profile field
+  std::string gpu;           // the GPU's name, "" when unknown
   std::string gpus_text() const {
     return c.gpus ? fmt::format("{} {}", grouped(*c.gpus), gpu.empty() ? "GPUs" : gpu) : "";
   }
@@ -350,6 +353,14 @@ void check_peak(Context& x, const Rate& r) {
     x.out.refuted.push_back(
         {"peak", r.code,
          fmt::format("{} needs an MFU of {}: more than the {}", r.text, pct(m), peak)});
+  else if (x.ceiling > 0 && m > x.ceiling)
+    // Every model FLOP runs in some kernel, none faster than the fastest: a whole step, with its
+    // attention, norms, optimizer and communication waits, stays below it.
+    x.out.refuted.push_back(
+        {"peak", r.code,
+         fmt::format("{} needs an MFU of {}: above the {} of the {} that the fastest kernel "
+                     "reaches in benchmarks ({}), which a whole training step stays below",
+                     r.text, pct(m), pct(x.ceiling), peak, x.ceiling_text)});
   else
     x.out.consistent.push_back(
         {"peak", r.code, fmt::format("{} needs an MFU of {} of the {}", r.text, pct(m), peak)});
@@ -508,7 +519,7 @@ std::vector<Claim> load_claims(const std::string& path) {
 ClaimResult check_claim(const Claim& c, const ClaimCheckOptions& opt) {
   ClaimResult out;
   out.name = c.name;
-  Context x{c, out, 0, 0, 0, ""};
+  Context x{c, out, 0, 0, 0, 0, "", ""};
   std::optional<ModelSpec> model;
   if (c.model) model = load_model(*c.model);
   std::optional<HardwareProfile> hw;
@@ -529,6 +540,29 @@ ClaimResult check_claim(const Claim& c, const ClaimCheckOptions& opt) {
     x.gpu = hw->gpu.name;
     out.notes.push_back(fmt::format("peak: {:.0f} TFLOP/s {} per {} (profile {})", x.peak / 1e12,
                                     c.precision, x.gpu, hw->name));
+    // The kernel ceiling: the GEMM asymptote at the claim's precision, or a fused attention
+    // kernel's (of the BF16 peak, rescaled), whichever is higher.
+    const EfficiencyParams& ef = hw->efficiency;
+    auto consider = [&](double share, const std::string& what) {
+      if (share > x.ceiling) {
+        x.ceiling = share;
+        x.ceiling_text = fmt::format("{}, profile {}", what, hw->name);
+      }
+    };
+    if (prec == Precision::kFp8) {
+      consider(ef.gemm_max_fraction_fp8, "FP8 GEMMs, efficiency.gemm_max_fraction_fp8");
+      consider(ef.gemm_max_fraction_mxfp8, "MXFP8 GEMMs, efficiency.gemm_max_fraction_mxfp8");
+    } else {
+      consider(ef.gemm_max_fraction, "GEMMs, efficiency.gemm_max_fraction");
+    }
+    const double to_claim = hw->gpu.peak_flops(Precision::kBf16) / x.peak;
+    consider(ef.attention_fwd_max_fraction * to_claim,
+             "attention forward, efficiency.attention_fwd_max_fraction");
+    consider(ef.attention_bwd_max_fraction * to_claim,
+             "attention backward, efficiency.attention_bwd_max_fraction");
+    for (const EfficiencyParams::AttentionCurve& k : ef.attention_kernels)
+      consider(std::max(k.fwd_max_fraction, k.bwd_max_fraction) * to_claim,
+               fmt::format("{} attention, efficiency.attention_kernels", k.kernel));
   }
   // FLOPs per token: dtplan's model count (Megatron's num_floating_point_operations, attention
   // included) when the model is known, else 6 x parameters (active ones for MoE).

@@ -137,4 +137,14 @@ assert [w['code'] for w in j['warnings']][0] == 'does-not-fit', j['warnings']" |
 "$bin" estimate --model llama3-70b --cluster dgx-h100 --gpus 16 --tp 4 | grep -q '^warning \[does-not-fit\]: peak memory' ||
   fail "does-not-fit text"
 passed=$((passed + 1))
+# A search under DeepSpeed's rules says when `launch --format deepspeed` would refuse its best
+# plan for the model itself (Llama 3.1's rope scaling, which Megatron-DeepSpeed has no argument
+# for), not only for the layout (found by a new-user trial).
+"$bin" search --model llama3.1-70b --cluster dgx-h100 --gpus 64 --gbs 256 --seq 4096 \
+  --framework deepspeed --top 1 --json > ds70.json || fail "deepspeed search exit $?"
+python3 -c "
+import json
+w = [x for x in json.load(open('ds70.json'))['warnings'] if x['code'] == 'launch-refused']
+assert w and 'no llama3 rope scaling' in w[0]['message'], w" || fail "launch-refused warning"
+passed=$((passed + 1))
 echo "$passed passed, 0 failed"

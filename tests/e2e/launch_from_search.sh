@@ -70,4 +70,30 @@ rc=0; "$bin" launch --from bad_seq.json --format megatron --out run_bad 2> bad_s
 rc=0; "$bin" report --from bad_precision.json --out bad.md 2> bad_precision.err || rc=$?
 [[ $rc -eq 2 ]] && grep -q -- "--precision: unknown precision 'fp4'" bad_precision.err && [[ ! -e bad.md ]] ||
   { echo "FAIL: report --from with precision fp4: rc $rc: $(cat bad_precision.err)"; exit 1; }
-echo "4 passed, 0 failed"
+# A model given as a file: the search records its absolute path, so launch --from and report
+# --from work from another folder (they used to look the model up by its display name, which
+# names no file), and the launch trains that model.
+sed 's/^name: .*/name: my-8b/' "$DTPLAN_DATA_DIR/models/llama3-8b.yaml" > my8b.yaml
+"$bin" search --model my8b.yaml --cluster dgx-h100 --gpus 16 --gbs 64 --seq 4096 --top 1 --json \
+  > file_model.json
+mkdir -p elsewhere
+(cd elsewhere && "$bin" launch --from ../file_model.json --format megatron --out run_file > /dev/null 2>&1 &&
+  "$bin" report --from ../file_model.json --out r.md > /dev/null 2>&1) ||
+  { echo "FAIL: launch/report --from a search of a model file, from another folder"; exit 1; }
+grep -qx -- '--num-layers' elsewhere/run_file/megatron_args.txt || { echo "FAIL: no args"; exit 1; }
+# A plan flag beside --from would be silently overwritten: refused, naming the flag; so is a
+# --model that is not the model the search ranked plans for.
+rc=0; "$bin" launch --from plans.json --tp 8 --format megatron --out run_tp 2> tp.err || rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--tp: cannot be combined with --from" tp.err && [[ ! -e run_tp ]] ||
+  { echo "FAIL: launch --from with --tp: rc $rc: $(cat tp.err)"; exit 1; }
+rc=0; "$bin" launch --from file_model.json --model llama3-8b --format megatron --out run_m 2> m.err || rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--model: names llama3-8b, but file_model.json ranked plans for my-8b" m.err &&
+  [[ ! -e run_m ]] || { echo "FAIL: launch --from with another --model: rc $rc: $(cat m.err)"; exit 1; }
+# Fewer GPUs than a node: every launcher starts that many ranks on the one node (it started a
+# whole node's 8, which Megatron would have taken as DP 4).
+"$bin" launch --model llama3-8b --cluster dgx-h100 --gpus 4 --tp 2 --gbs 16 --format megatron \
+  --out run_four > /dev/null 2>&1
+grep -q -- "--gpus-per-node=4" run_four/train_megatron.sbatch &&
+  grep -q -- "--nproc-per-node 4" run_four/train_megatron.sbatch ||
+  { echo "FAIL: a 4-GPU launch does not start 4 ranks"; exit 1; }
+echo "7 passed, 0 failed"

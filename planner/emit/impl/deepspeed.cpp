@@ -185,7 +185,7 @@ class DeepSpeedEmitter final : public IEmitter {
     const ModelSpec& m = *in.model;
     const Plan& p = *in.plan;
     const Workload& w = *in.work;
-    const int gpn = in.cluster->profile.node.gpus_per_node;
+    const int gpn = in.cluster->ranks_per_node();
     const int nodes = in.cluster->nodes();
     ArgList built = mds_args(in);
     if (!built.refusal.empty()) throw InputError({}, "--format", built.refusal);

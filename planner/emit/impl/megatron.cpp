@@ -40,7 +40,7 @@ class MegatronEmitter final : public IEmitter {
     const FrameworkVersion& version = chosen_version(*this, in);
     const ModelSpec& m = *in.model;
     const Plan& p = *in.plan;
-    const int gpn = in.cluster->profile.node.gpus_per_node;
+    const int gpn = in.cluster->ranks_per_node();
     const int nodes = in.cluster->nodes();
     ArgList built = megatron_args(in);
     if (!built.refusal.empty()) throw InputError({}, "--format", built.refusal);
@@ -63,7 +63,9 @@ class MegatronEmitter final : public IEmitter {
     s +=
         fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node={}\n",
                     nodes, gpn);
-    s += "#SBATCH --exclusive\n#SBATCH --output=logs/%x-%j.out\n";
+    // In the submit folder: Slurm opens the output file before the script runs and does not
+    // create a missing folder (a logs/ folder made by the script would be too late).
+    s += "#SBATCH --exclusive\n#SBATCH --output=%x-%j.out\n";
     s += slurm_options(in);
     s += "set -euo pipefail\n";
     // Megatron: one CUDA connection keeps TP/CP communication kernels ordered; Megatron-FSDP
@@ -86,7 +88,6 @@ class MegatronEmitter final : public IEmitter {
          "  CKPT_ARGS=(--save \"$SAVE_DIR\" --load \"$SAVE_DIR\" --save-interval "
          "\"${SAVE_INTERVAL:-1000}\")\nfi\n";
     s += bash_array("LOG_ARGS", {"--tensorboard-dir", "tensorboard/" + in.job_name});
-    s += "mkdir -p logs\n";
     s += "# The single quotes are deliberate: the variables expand on each node, not here.\n";
     s += fmt::format(
         "srun --ntasks-per-node=1 bash -c 'exec torchrun --nnodes \"$SLURM_NNODES\" "

@@ -523,7 +523,7 @@ class TorchtitanEmitter final : public IEmitter {
     const Resolved r = resolve(in, v);
     if (!r.refusal.empty()) throw InputError({}, "--format", r.refusal);
     const ModelSpec& m = *in.model;
-    const int gpn = in.cluster->profile.node.gpus_per_node;
+    const int gpn = in.cluster->ranks_per_node();
     const int nodes = in.cluster->nodes();
     const bool main = is_main(v);
     const std::string config = main ? "dtplan_job.py" : "torchtitan.toml";
@@ -540,23 +540,33 @@ class TorchtitanEmitter final : public IEmitter {
     s += fmt::format("#SBATCH --job-name={}\n", slurm_name(in.job_name));
     s += fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks={}\n#SBATCH --gpus-per-task={}\n", nodes,
                      nodes, gpn);
-    s += "#SBATCH --output=logs/%x-%j.out\n";
+    // In the submit folder: Slurm opens the output file before the script runs and does not
+    // create a missing folder (a logs/ folder made by the script would be too late).
+    s += "#SBATCH --output=%x-%j.out\n";
     s += slurm_options(in);
     s += "set -euo pipefail\n";
     s += "head_node=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1)\n";
     s += "head_node_ip=$(srun --nodes=1 --ntasks=1 -w \"$head_node\" hostname --ip-address)\n";
-    s += "mkdir -p logs\n";
+    // sbatch runs a spooled copy of this script ($0 is not this folder); the job starts in the
+    // directory sbatch was called from (SLURM_SUBMIT_DIR), which must hold the files below.
+    const char* file = main ? "dtplan_job.py" : "torchtitan.toml";
+    s += "job_dir=\"${SLURM_SUBMIT_DIR:-$PWD}\"\n";
+    s += fmt::format(
+        "if [[ ! -f \"$job_dir/{0}\"{1} ]]; then\n"
+        "  echo \"submit from the folder holding {0}: cd <that folder> && sbatch "
+        "train_torchtitan.sbatch\" >&2\n  exit 1\nfi\n",
+        file, main ? "" : " && -z \"${CONFIG:-}\"");
     if (main) {
       // torchtitan/config/manager.py:48@b5bcd76: --module names an importable module (here the
-      // folder of this script on PYTHONPATH), --config the function returning Trainer.Config.
-      s += "export PYTHONPATH=\"$(cd \"$(dirname \"$0\")\" && pwd)${PYTHONPATH:+:$PYTHONPATH}\"\n";
+      // job folder on PYTHONPATH), --config the function returning Trainer.Config.
+      s += "export PYTHONPATH=\"$job_dir${PYTHONPATH:+:$PYTHONPATH}\"\n";
       s += fmt::format(
           "srun torchrun --nnodes {} --nproc_per_node {} --rdzv_id \"$SLURM_JOB_ID\" "
           "--rdzv_backend c10d \\\n  --rdzv_endpoint \"$head_node_ip:29500\" -m torchtitan.train "
           "--module dtplan_job --config dtplan_job \"$@\"\n",
           nodes, gpn);
     } else {
-      s += "CONFIG=\"${CONFIG:-torchtitan.toml}\"\n";
+      s += "CONFIG=\"${CONFIG:-$job_dir/torchtitan.toml}\"\n";
       s += fmt::format(
           "srun torchrun --nnodes {} --nproc_per_node {} --rdzv_id \"$SLURM_JOB_ID\" "
           "--rdzv_backend c10d \\\n  --rdzv_endpoint \"$head_node_ip:29500\" -m torchtitan.train "

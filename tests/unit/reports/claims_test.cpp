@@ -2,11 +2,14 @@
 // consistent, refuted and under-specified claims, hardware FLOPs, and dtplan's model reading.
 #include "reports/claims.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+
+#include "core/catalog.h"
 
 namespace dtplan {
 namespace {
@@ -164,6 +167,22 @@ global_batch: 512
   EXPECT_TRUE(has(filled.derived, "model", "DP2 CP2")) << dump(filled);
 }
 
+// The kernel ceiling: every model FLOP runs in a kernel, so no MFU passes the highest share of
+// the peak any kernel of the profile reaches (for dgx-h100, its GEMM asymptote
+// efficiency.gemm_max_fraction, read from the profile here).
+TEST(Claims, AnMfuAboveTheFastestKernelIsRefuted) {
+  const double ceiling = load_profile("dgx-h100").efficiency.gemm_max_fraction;
+  const std::string base = "params: 70e9\ncluster: dgx-h100\ngpus: 64\n";
+  const ClaimResult over =
+      check_claim(load_one("over", base + fmt::format("mfu: {}\n", ceiling + 0.03)));
+  EXPECT_TRUE(has(over.refuted, "peak",
+                  fmt::format("above the {:.0f}% of the 989 TFLOP/s bf16 peak", 100 * ceiling)))
+      << dump(over);
+  const ClaimResult under =
+      check_claim(load_one("under", base + fmt::format("mfu: {}\n", ceiling - 0.03)));
+  EXPECT_TRUE(under.refuted.empty()) << dump(under);
+}
+
 TEST(Claims, ParamsAreCheckedAgainstTheNamedModel) {
   const ClaimResult r = check_claim(load_one("params", "model: llama3-8b\nparams: 70e9\n"));
   EXPECT_TRUE(has(r.refuted, "params", "70B parameters stated; llama3-8b has 8.03B")) << dump(r);
@@ -203,7 +222,9 @@ TEST(ClaimsGolden, PublicRunsAndTheSeed) {
       // NCCL's LL128 protocol priced, its best reading (TP2 DP1024 EP8 ZeRO-3) reaches 17%, within
       // the claim check's tolerance of the report's figure.
       {"DeepSeek-V3", "consistent", ""},
-      {"Llama 3 8B at 90% MFU", "refuted", "model"},
+      // Above dtplan's best reading by more than the band admits, and above the 81% of the
+      // peak that H100's fastest kernel reaches (the kernel ceiling, since 2026-12-04).
+      {"Llama 3 8B at 90% MFU", "refuted", "model peak"},
   };
   const std::vector<Claim> claims = load_claims(dir + "public_runs.yaml");
   ASSERT_EQ(claims.size(), std::size(expected));
@@ -217,7 +238,10 @@ TEST(ClaimsGolden, PublicRunsAndTheSeed) {
                                 : r.checks() > 0   ? "consistent"
                                                    : "nothing to check";
     EXPECT_EQ(verdict, e.verdict) << c.name << "\n" << dump(r);
-    for (const ClaimFinding& f : r.refuted) EXPECT_EQ(f.code, e.refuted_code) << f.message;
+    for (const ClaimFinding& f : r.refuted)
+      EXPECT_NE((std::string(" ") + e.refuted_code + " ").find(" " + f.code + " "),
+                std::string::npos)
+          << f.message;
   }
   const std::vector<Claim> seed = load_claims(dir + "seed.yaml");
   ASSERT_EQ(seed.size(), 1u);
