@@ -141,13 +141,18 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
   // ranks that use them; with one rank per stage, those of the stages it holds.
   if (!faults.slow_gpus.empty()) {
     in.slowdown.assign(in.gpu.size(), 1.0);
+    r.slowed_by.assign(in.gpu.size(), std::string());
     for (const auto& [g, f] : faults.slow_gpus) {
       int dp_i = 0, pp_i = 0, inner_i = 0;
       coordinates(p, g, dp_i, pp_i, inner_i);
       for (size_t k = 0; k < in.gpu.size(); ++k) {
         int dk = 0, pk = 0, ik = 0;
         coordinates(p, in.gpu[k], dk, pk, ik);
-        if (pk == pp_i && (!all_ranks || dk == dp_i)) in.slowdown[k] = std::max(in.slowdown[k], f);
+        if (pk == pp_i && (!all_ranks || dk == dp_i) && f > in.slowdown[k]) {
+          in.slowdown[k] = f;
+          r.slowed_by[k] = in.gpu[k] == g ? fmt::format("slow x{:g}, --slow-gpu", f)
+                                          : fmt::format("runs at GPU {}'s x{:g}, --slow-gpu", g, f);
+        }
       }
     }
   }
@@ -378,6 +383,10 @@ std::vector<TraceProcess> trace_processes(const StepSimResult& r, int pp,
     const std::vector<int>& ks = who[t];
     std::string name =
         fmt::format("PP stage {} (GPU {}", pp > 0 ? ks.front() % pp : ks.front(), gpu(ks.front()));
+    // A timeline slowed by a --slow-gpu fault says so, and for which GPU it stands.
+    if (static_cast<size_t>(ks.front()) < r.slowed_by.size() &&
+        !r.slowed_by[static_cast<size_t>(ks.front())].empty())
+      name += ", " + r.slowed_by[static_cast<size_t>(ks.front())];
     if (ks.size() > 1) {
       name += fmt::format(" and {} alike:", ks.size() - 1);
       for (size_t i = 1; i < std::min<size_t>(ks.size(), 9); ++i)

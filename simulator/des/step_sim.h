@@ -30,7 +30,11 @@ struct StepSimResult {
   long events = 0;
   std::vector<TraceEvent> trace;
   std::vector<int> gpus;  // per simulated rank: its GPU (global rank)
-  int ranks = 0;          // simulated ranks: pp, or every GPU with all_ranks
+  // Per simulated rank: what a --slow-gpu fault on another GPU does to its timeline, e.g.
+  // "runs at GPU 13's x1.5 (--slow-gpu)": its TP/CP group synchronises every layer, and with one
+  // rank per stage the representative stands for the stage's slowest replica. "" when none.
+  std::vector<std::string> slowed_by;
+  int ranks = 0;  // simulated ranks: pp, or every GPU with all_ranks
   // Of those, the ranks the simulator ran (fewer when alike replicas share one simulation) and
   // the independent replica groups it found.
   int simulated_ranks = 0;

@@ -125,5 +125,27 @@ TEST(Symmetry, ReplicaGroupsFollowTheFabricAndTheFaults) {
   EXPECT_EQ(noisy.simulated_ranks, 4 * 4);
 }
 
+// With one rank per stage, a slow GPU's stage runs at its pace on its representative, which is
+// another GPU: the trace names which GPU the slowed timeline stands for (a new-user trial read
+// "PP stage 0 (GPU 0)" slowed while GPU 13 was the slow one).
+TEST(SlowGpu, TheTraceSaysWhichGpuASlowedTimelineStandsFor) {
+  const ModelSpec m = load_model("llama3-8b");
+  const Cluster c = load_cluster("dgx-h100", 64);
+  const Plan p = testing::megatron_plan(8, 2, 4, 32);
+  const Workload w = testing::workload_for(p);
+  SimFaults faults;
+  faults.slow_gpus = {{13, 1.5}};
+  SimOptions o;
+  o.record_trace = true;
+  const StepSimResult r = simulate_step(m, c, w, p, o, faults);
+  int named = 0;
+  std::string names;
+  for (const TraceProcess& t : trace_processes(r, p.pp, default_trace_ranks(r, p.pp))) {
+    named += t.name.find("runs at GPU 13's x1.5, --slow-gpu") != std::string::npos;
+    names += t.name + "\n";
+  }
+  EXPECT_EQ(named, 1) << names;
+}
+
 }  // namespace
 }  // namespace dtplan::des
