@@ -193,17 +193,8 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
                                    "simulated, but a launch across groups needs the nodes listed "
                                    "in group order, which dtplan does not emit yet",
                                    r.cluster.file));
-    if (!r.cluster.whole_nodes())
-      throw InputError(
-          {}, "--gpus",
-          fmt::format("{} GPUs on {}-GPU nodes would leave the last node partly used: launchers "
-                      "start the same number of ranks on every node (torchrun "
-                      "--nproc-per-node, Slurm --gpus-per-node, a DeepSpeed hostfile's slots), "
-                      "so the files would run {} ranks, not the {} the plan was priced for; use "
-                      "a multiple of {} (or at most {})",
-                      r.cluster.num_gpus, r.cluster.profile.node.gpus_per_node,
-                      r.cluster.nodes() * r.cluster.profile.node.gpus_per_node, r.cluster.num_gpus,
-                      r.cluster.profile.node.gpus_per_node, r.cluster.profile.node.gpus_per_node));
+    if (const std::string why = partial_node_refusal(r.cluster); !why.empty())
+      throw InputError({}, "--gpus", why);
     EmitInput in;
     in.model = &r.model;
     in.cluster = &r.cluster;

@@ -347,11 +347,9 @@ std::vector<FrameworkWarning> search_framework_warnings(const SearchSetup& s, co
   // What `dtplan launch --format <framework>` would refuse: the search's rules are about the
   // layout, the emitter's also about the model (rope scaling, biases, ...) and the GPU count.
   const char* format = framework_name(s.options.framework);
-  if (!s.cluster.heterogeneous() && !s.cluster.whole_nodes())
-    w.push_back({"launch-refused",
-                 fmt::format("dtplan launch would refuse {} GPUs on {}-GPU nodes: launchers "
-                             "start as many ranks on every node",
-                             s.cluster.num_gpus, s.cluster.profile.node.gpus_per_node)});
+  if (const std::string why = partial_node_refusal(s.cluster);
+      !s.cluster.heterogeneous() && !why.empty())
+    w.push_back({"launch-refused", "dtplan launch would refuse --gpus: " + why});
   if (const IEmitter* e = find_emitter(format); e && !s.cluster.heterogeneous()) {
     EmitInput in;
     in.model = &s.model;

@@ -68,9 +68,11 @@ struct HostSpec {
   std::string source;
   // GB/s per direction each GPU gets when `copying` adjacent GPUs of the node copy at once
   // (GPUs 2k and 2k+1 share an uplink when two do).
-  double gbps_per_gpu_when(int copying) const {
+  double gbps_per_gpu_when(int copying) const { return pcie_gbps_per_gpu / sharing_when(copying); }
+  // How many of those share each uplink (at least 1).
+  int sharing_when(int copying) const {
     const int sharing = gpus_per_uplink < copying ? gpus_per_uplink : copying;
-    return pcie_gbps_per_gpu / (sharing > 1 ? sharing : 1);
+    return sharing > 1 ? sharing : 1;
   }
   // ... when every GPU of the node copies at once.
   double concurrent_gbps_per_gpu() const { return gbps_per_gpu_when(gpus_per_uplink); }

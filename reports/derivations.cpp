@@ -355,10 +355,8 @@ std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, co
       fmt::format("{} / {}", human_bytes(size), k.writers), shard, k.per_rank_bytes,
       human_bytes(shard));
   const HostSpec& host = c.profile.host;
-  // Writers per node: those behind one PCIe uplink to the CPU share it.
-  const int node_writers =
-      k.per_rank_bytes > 0 ? static_cast<int>(std::lround(k.per_node_bytes / k.per_rank_bytes)) : 1;
-  const int sharing = std::max(1, std::min(host.gpus_per_uplink, node_writers));
+  // The writers of a node behind one PCIe uplink to the CPU share it.
+  const int sharing = host.sharing_when(k.writers_per_node);
   const double pcie = host.pcie_gbps_per_gpu > 0 ? host.pcie_gbps_per_gpu / sharing : 16;
   const double d2h = shard / (pcie * 1e9);
   add("copy to host",

@@ -56,6 +56,17 @@ std::string slurm_name(const std::string& s) {
   return out.empty() ? std::string("dtplan") : out;
 }
 
+std::string partial_node_refusal(const Cluster& c) {
+  if (c.whole_nodes()) return {};
+  const int g = c.profile.node.gpus_per_node;
+  return fmt::format(
+      "{} GPUs on {}-GPU nodes would leave the last node partly used: launchers start the same "
+      "number of ranks on every node (torchrun --nproc-per-node, Slurm --gpus-per-node, a "
+      "DeepSpeed hostfile's slots), so the files would run {} ranks, not the {} the plan was "
+      "priced for; use a multiple of {} (or at most {})",
+      c.num_gpus, g, c.nodes() * g, c.num_gpus, g, g);
+}
+
 std::string slurm_options(const EmitInput& in) {
   std::string out;
   auto safe = [](const std::string& v) {

@@ -46,6 +46,10 @@ struct FrameworkVersion {
 // characters Slurm accepts there).
 std::string slurm_options(const EmitInput& in);
 
+// Why launch files cannot start `c`'s GPUs as priced (a partly used last node: launchers start
+// the same number of ranks on every node), or "".
+std::string partial_node_refusal(const Cluster& c);
+
 struct EmittedFile {
   std::string name;
   std::string content;

@@ -50,6 +50,7 @@ CheckpointCosts checkpoint_costs(const ModelSpec& m, const Cluster& c, const Pla
   }
   k.per_rank_bytes = k.size_bytes / k.writers;
   k.per_node_bytes = k.per_rank_bytes * per_node;
+  k.writers_per_node = per_node;
   // Every writing rank stages its shard at once: writers behind one PCIe uplink share it.
   const double pcie = hw.host.pcie_gbps_per_gpu > 0 ? hw.host.gbps_per_gpu_when(per_node) : 16.0;
   k.d2h_s = k.per_rank_bytes / (pcie * units::kGBps);

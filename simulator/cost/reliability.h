@@ -33,6 +33,7 @@ struct CheckpointCosts {
   double weights_bytes = 0, master_weights_bytes = 0, optimizer_moments_bytes = 0;
   double size_bytes = 0;
   int writers = 0;                    // ranks that write a shard
+  int writers_per_node = 1;           // of those, on one node (sharing its PCIe uplinks)
   double per_rank_bytes = 0;          // one shard
   double per_node_bytes = 0;          // what one node writes
   double d2h_s = 0;                   // a shard from GPU to pinned host memory (PCIe)
