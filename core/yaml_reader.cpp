@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "core/input_file.h"
+#include "core/json_check.h"
 
 namespace dtplan {
 
@@ -254,6 +255,7 @@ YAML::Node load_yaml_file(const std::string& path) {
   check_utf8(text, path);
   check_quotes_closed(text, path);
   const bool json = path.ends_with(".json");
+  if (json) check_strict_json(text, path);
   try {
     probe_documents(text, path);
     YAML::Node doc = YAML::Load(text);

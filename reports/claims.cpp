@@ -37,13 +37,15 @@ double read_fraction(YamlMap& y, std::string_view key) {
     std::string s = n.Scalar();
     if (!s.empty() && s.back() == '%') {
       s.pop_back();
+      // "45 %" as well as "45%" (a space before the sign is common usage).
+      while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.pop_back();
       try {
         size_t used = 0;
         const double v = std::stod(s, &used);
-        if (used == s.size() && v > 0) return v / 100;
+        if (used == s.size() && v > 0 && v <= 100) return v / 100;
       } catch (const std::exception&) {
       }
-      y.fail(key, fmt::format("'{}%' is not a positive percentage", s));
+      y.fail(key, fmt::format("'{}%' is not a percentage in (0, 100]", s));
     }
   }
   const double v = scalar_double(n, y.file(), y.field(key));

@@ -216,7 +216,7 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
       };
       const std::vector<int> tps_in_node = divisors_up_to(c.num_gpus, domain);
       if (c.num_gpus % (2 * domain) == 0 && bp.tp <= domain && allowed(space.tp, 2 * domain))
-        add("tp", fmt::format("TP across nodes (TP{})", 2 * domain),
+        add("tp (cross-node)", fmt::format("TP across nodes (TP{})", 2 * domain),
             [&](SearchSpace& s, SearchOptions& o) {
               s.tp = {2 * domain};
               o.allow_cross_node_tp = true;

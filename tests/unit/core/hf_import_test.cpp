@@ -163,5 +163,35 @@ TEST(HfImport, RopeDefaultAndQwenAttentionFlavours) {
   EXPECT_EQ(count_params(q3).total() - count_params(d).total(), 2 * (2 * 16));
 }
 
+// Expectation: config.json is JSON (RFC 8259): Python's json module, which transformers'
+// PretrainedConfig reads it with, refuses a trailing comma, a comment and single quotes, which
+// yaml-cpp's YAML 1.2 reader accepts. Each exits 2 at its line and column.
+TEST(HfImport, RefusesWhatJsonDoesNotAllow) {
+  const std::string base = R"({"model_type":"llama","hidden_size":64,"num_hidden_layers":2,
+"num_attention_heads":4,"intermediate_size":128,"vocab_size":100,"max_position_embeddings":256)";
+  struct Bad {
+    const char* name;
+    std::string text;
+    int line, col;
+  };
+  const Bad bad[] = {
+      {"trailing_comma.json", base + ",}", 2, 96},
+      {"comment.json", base + "\n# a comment\n}", 3, 1},
+      {"single_quote.json", base + ",'torch_dtype':'bfloat16'}", 2, 96},
+  };
+  for (const Bad& b : bad) {
+    try {
+      import_hf_config(write_temp(b.name, b.text));
+      ADD_FAILURE() << b.name << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.location().line, b.line) << b.name << ": " << e.what();
+      EXPECT_EQ(e.location().column, b.col) << b.name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
+    }
+  }
+  // The same text without the offence is read.
+  EXPECT_EQ(import_hf_config(write_temp("strict_ok.json", base + "}")).layers, 2);
+}
+
 }  // namespace
 }  // namespace dtplan

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "core/catalog.h"
+#include "core/error.h"
 
 namespace dtplan {
 namespace {
@@ -71,6 +72,22 @@ days: 14
   EXPECT_TRUE(std::find(r.missing.begin(), r.missing.end(), "dtplan's model: needs model") !=
               r.missing.end())
       << dump(r);
+}
+
+// "45 %" (a space before the sign) reads as 45%; a percentage above 100 is refused at its
+// line, as a fraction above 1 is.
+TEST(Claims, PercentagesReadWithOrWithoutASpaceAndAtMostAHundred) {
+  const std::string base = "name: p\nparams: 130e9\ncluster: dgx-a100-80g\ngpus: 256\n";
+  EXPECT_DOUBLE_EQ(*load_one("pct_space", base + "mfu: \"45 %\"\n").mfu, 0.45);
+  EXPECT_DOUBLE_EQ(*load_one("pct_plain", base + "mfu: \"45%\"\n").mfu, 0.45);
+  for (const char* bad : {"\"150%\"", "\"0%\"", "\"4 5%\"", "1.5"}) {
+    try {
+      load_one("pct_bad", base + "mfu: " + bad + "\n");
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.location().line, 5) << bad << ": " << e.what();
+    }
+  }
 }
 
 TEST(Claims, ConsistentStatementsAgreeWithinTheTolerance) {

@@ -117,7 +117,7 @@ TEST(ErrorBands, ABadRecordNamesItsPlace) {
   const auto path = std::filesystem::temp_directory_path() / "dtplan_bands_bad.json";
   std::ofstream(path) << "{\"cases_file\": \"x\", \"records\": [\n  {\"id\": \"a\", \"group\": "
                          "\"g\", \"generation\": \"hopper\", \"framework\": \"megatron\", "
-                         "\"calibrated\": false, \"fp8\": maybe, \"zero3\": false, "
+                         "\"calibrated\": false, \"fp8\": \"maybe\", \"zero3\": false, "
                          "\"moe\": false, \"cp\": false, \"offload\": false, \"scale\": 1, "
                          "\"gpus\": 8, \"seq\": 2048, \"ratio\": 1.0}]}\n";
   try {
@@ -126,6 +126,15 @@ TEST(ErrorBands, ABadRecordNamesItsPlace) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find(":2:"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("records[0].fp8"), std::string::npos) << e.what();
+  }
+  // A bare word is not JSON: refused at its line and column before any field is read.
+  std::ofstream(path) << "{\"cases_file\": \"x\", \"records\": [\n  {\"fp8\": maybe}]}\n";
+  try {
+    load_bands(path.string());
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(":2:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
   }
 }
 
