@@ -182,9 +182,7 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
     // own; what a pass's compute does not cover, the pass waits for (framework overhead).
     // Every GPU of the node copies at once, so GPUs behind one PCIe uplink share it.
     if (p.offload_layers > 0 && p.recompute != Recompute::kFull) {
-      const RankLayers off = offloaded_layers(p, l);
-      const double bytes =
-          off.dense * st.costs->activations.dense + off.moe * st.costs->activations.moe;
+      const double bytes = offloaded_activation_bytes(p, l, st.costs->activations);
       const double link = hw.host.concurrent_gbps_per_gpu() * 1e9;
       if (bytes > 0 && link > 0) {
         const double t = bytes / link;

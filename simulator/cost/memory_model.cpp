@@ -187,11 +187,15 @@ double runtime_buffer_bytes(const Plan& p) {
   return kCudaContextBytes + communicators * kNcclBytesPerCommunicator;
 }
 
+double offloaded_activation_bytes(const Plan& p, const RankLayers& l, const ActivationInputs& a) {
+  if (p.offload_layers <= 0 || p.recompute == Recompute::kFull) return 0;
+  const RankLayers off = offloaded_layers(p, l);
+  return off.dense * a.dense + off.moe * a.moe;
+}
+
 double offloaded_host_bytes(const ModelSpec& m, const Workload& w, const Plan& p) {
   if (p.offload_layers <= 0 || p.recompute == Recompute::kFull) return 0;
-  const RankLayers off = offloaded_layers(p, layers_on_rank(m, p, 0));
-  return off.dense * layer_activation_bytes(m, w, p, false) +
-         off.moe * layer_activation_bytes(m, w, p, true);
+  return offloaded_activation_bytes(p, layers_on_rank(m, p, 0), activation_inputs(m, w, p));
 }
 
 std::string host_memory_violation(const ModelSpec& m, const Workload& w, const Plan& p,
@@ -249,7 +253,7 @@ StageMemory stage_memory(const ModelSpec& m, const Workload& w, const Plan& p,
   // nothing on the GPU but the one whose copy is in flight (offloaded_layers()).
   if (p.offload_layers > 0 && p.recompute != Recompute::kFull) {
     const RankLayers off = offloaded_layers(p, l);
-    per_mb -= off.dense * dense_act + off.moe * moe_act;
+    per_mb -= offloaded_activation_bytes(p, l, act);
     if (off.total() > 0) per_mb += off.moe > 0 ? moe_act : dense_act;
   }
   const double tokens = static_cast<double>(p.mbs) * w.seq_len / p.cp;

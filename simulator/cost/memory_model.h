@@ -76,6 +76,13 @@ ParamsOnRank params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan
 // Activation bytes one micro-batch leaves on one layer of this rank until its backward.
 double layer_activation_bytes(const ModelSpec& m, const Workload& w, const Plan& p, bool moe);
 
+struct ActivationInputs;
+// The activation bytes of one micro-batch that a rank with layers `l` sends to host memory and
+// brings back (activation offloading, --cpu-offloading-num-layers; 0 without it or under full
+// recomputation): the one derivation the memory model, the host-memory check and the copy time
+// of the step (simulator/analytic/stage_times.cpp) share.
+double offloaded_activation_bytes(const Plan& p, const RankLayers& l, const ActivationInputs& a);
+
 // Host memory one GPU holds for activation offloading (--cpu-offloading-num-layers): the
 // offloaded layers' activations of the micro-batch between its forward and backward (Megatron-
 // Core offloads only without pipeline parallelism, so one micro-batch at a time). Pinned host
