@@ -355,6 +355,14 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
                                         : std::string(" (every GPU)"),
           s.analytic_step_s,
           100 * (s.estimate.step_time_s - s.analytic_step_s) / s.analytic_step_s);
+      if (r.plan.pp == 1)
+        fmt::print(
+            "  (one pipeline stage: the simulator plays the closed form's per-micro-batch times "
+            "in order; TP/CP/EP collectives and ZeRO-3's gathers keep the cost model's exposed "
+            "times, only the gradient reduction is a flow on the network (docs/simulator.md), so "
+            "agreement here checks the step's composition more than its collectives; a "
+            "pipeline, --slow-gpu, --slow-link or --jitter is where the simulation adds "
+            "information)\n");
       if (!faults.empty()) {
         fmt::print("\nfaults: step {:.3f} s against {:.3f} s without them ({:+.2f}%)\n",
                    s.estimate.step_time_s, clean_step_s,

@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <iterator>
+#include <optional>
 
 #include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/layer_cost.h"
+#include "simulator/cost/memory_model.h"
 #include "simulator/step/step_terms.h"
 
 namespace dtplan::cli {
@@ -62,6 +64,28 @@ nlohmann::json device_groups_json(const Cluster& c, const Plan& p) {
   }
   return a;
 }
+
+namespace {
+
+// Host memory an activation-offload plan pins (memory_model.h, offloaded_host_bytes), beside
+// the GPU's verdict: a plan can fit its GPUs and still exhaust the node's host memory.
+struct HostMemory {
+  double per_gpu_gib = 0, per_node_gib = 0, capacity_gib = 0;
+  bool fits = true;
+};
+std::optional<HostMemory> host_memory_of(const Resolved& r) {
+  const HardwareProfile& hw = r.cluster.profile;
+  const double per_gpu = offloaded_host_bytes(r.model, r.workload, r.plan);
+  if (per_gpu <= 0 || hw.host.memory_gib <= 0) return std::nullopt;
+  HostMemory h;
+  h.per_gpu_gib = per_gpu / units::kGiB;
+  h.per_node_gib = h.per_gpu_gib * std::max(1, hw.node.gpus_per_node);
+  h.capacity_gib = hw.host.memory_gib;
+  h.fits = host_memory_violation(r.model, r.workload, r.plan, hw).empty();
+  return h;
+}
+
+}  // namespace
 
 nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConvention conv) {
   nlohmann::json j;
@@ -199,6 +223,11 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
   j["peak_memory_gib"] = e.memory_peak.total_bytes() / units::kGiB;
   j["peak_stage"] = e.peak_stage;
   j["fits"] = e.fits;
+  if (const auto h = host_memory_of(r))
+    j["host_memory"] = {{"offloaded_gib_per_gpu", h->per_gpu_gib},
+                        {"per_node_gib", h->per_node_gib},
+                        {"capacity_gib", h->capacity_gib},
+                        {"fits", h->fits}};
   return j;
 }
 
@@ -346,7 +375,14 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                                                          "memory)",
                                                          e.peak_stage)
                                            : "",
-                 e.fits ? "fits\n" : "DOES NOT FIT\n");
+                 e.fits ? "fits" : "DOES NOT FIT");
+  if (const auto h = host_memory_of(r))
+    fmt::format_to(out,
+                   "  host memory (offloaded activations, pinned): {:.1f} GiB per GPU, {:.0f} GiB "
+                   "per node of {:.0f}: {}\n",
+                   h->per_gpu_gib, h->per_node_gib, h->capacity_gib,
+                   h->fits ? "fits" : "DOES NOT FIT");
+  fmt::format_to(out, "\n");
   return o;
 }
 

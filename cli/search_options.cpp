@@ -451,7 +451,7 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
                 {"top", f.top},
                 {"memory_margin", f.margin},
                 {"allow_cross_node_tp", f.cross_node_tp},
-                {"distinct", f.distinct},
+                {"distinct", distinct_ranking(f)},  // as applied (the default is distinct)
                 {"no_distinct", f.no_distinct},
                 {"train_tokens", f.train_tokens},
                 {"deadline_days", f.deadline_days},

@@ -137,6 +137,26 @@ assert [w['code'] for w in j['warnings']][0] == 'does-not-fit', j['warnings']" |
 "$bin" estimate --model llama3-70b --cluster dgx-h100 --gpus 16 --tp 4 | grep -q '^warning \[does-not-fit\]: peak memory' ||
   fail "does-not-fit text"
 passed=$((passed + 1))
+# Host memory: a plan can fit its GPUs and not the node's host memory. Llama 3.1 70B at 128K
+# tokens with 79 of 80 layers offloaded pins 662 GiB of activations per GPU, 5298 GiB per 8-GPU
+# node, above dgx-h100's 2048 GiB (host.memory_gib): the memory table's host line and the JSON's
+# host_memory say so beside the GPU verdict (found by a new-user trial: it said only "fits").
+"$bin" estimate -m llama3.1-70b -c dgx-h100 -g 64 --cp 4 --zero 3 --cpu-offloading-num-layers 79 \
+  --gbs 64 --seq 131072 --json > host.json || fail "host-memory estimate exit $?"
+python3 -c "
+import json
+j = json.load(open('host.json'))
+h = j['host_memory']
+assert j['fits'] is True and h['fits'] is False and h['capacity_gib'] == 2048, (j['fits'], h)
+assert abs(h['per_node_gib'] - 8 * h['offloaded_gib_per_gpu']) < 1e-6 and h['per_node_gib'] > 2048, h
+assert 'does-not-fit' in [w['code'] for w in j['warnings']], j['warnings']" || fail "host_memory JSON"
+"$bin" estimate -m llama3.1-70b -c dgx-h100 -g 64 --cp 4 --zero 3 --cpu-offloading-num-layers 79 \
+  --gbs 64 --seq 131072 | grep -q '^  host memory (offloaded activations, pinned): .* DOES NOT FIT$' ||
+  fail "host memory line"
+"$bin" estimate --model llama3-8b --cluster dgx-h100 --gpus 8 --json | python3 -c "
+import json, sys
+assert 'host_memory' not in json.load(sys.stdin)" || fail "host_memory without offload"
+passed=$((passed + 1))
 # A search under DeepSpeed's rules says when `launch --format deepspeed` would refuse its best
 # plan for the model itself (Llama 3.1's rope scaling, which Megatron-DeepSpeed has no argument
 # for), not only for the layout (found by a new-user trial).

@@ -43,6 +43,9 @@ check([(t["plan"]["gbs"], t["objective_value"]) for t in tok["top"]] ==
 one = json.load(open("one.json"))
 check(one["ranked_per_token"] is False and "gbs_searched" not in one["workload"], "one batch")
 check(all(t["plan"]["gbs"] == 64 for t in one["top"]), "one batch: plans' gbs")
+# The flags record the ranking as applied: distinct is the default (a new-user trial read
+# "distinct": false in a distinct ranking).
+check(one["flags"]["distinct"] is True and one["flags"]["no_distinct"] is False, "flags.distinct")
 PY
 # A model name with a comma, a quote and a leading '=' stays one CSV field, as text (issue #21:
 # rows split and spreadsheets ran names as formulas).
