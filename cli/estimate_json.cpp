@@ -139,6 +139,10 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
   j["breakdown"] = breakdown;
   j["comm_volume_bytes"] = volume;
   j["comm_time_s"] = ctime;
+  // Whose traffic the breakdown and the communication rows are: the busiest pipeline stage's,
+  // the data-parallel row the stage the step waits for.
+  j["breakdown_stage"] = e.busiest_stage;
+  j["dp_stage"] = e.dp_stage;
   j["comm_share"] = e.comm_share;
   j["bubble_fraction"] = e.bubble_fraction;
   j["mfu"] = e.mfu;
@@ -348,10 +352,18 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
   }
   fmt::format_to(out, "\ncommunication per GPU per step   {:>10} {:>10} {:>10}\n", "volume", "time",
                  "exposed");
+  // With a pipeline, stages carry different layers: each row is the rank the step's breakdown
+  // follows (the busiest stage), the data-parallel row the stage the step waits for there.
+  const int dp_dim = static_cast<int>(CommDim::kDP);
   for (int d = 0; d < kCommDims; ++d)
-    if (e.comm_volume_bytes[d] > 0 || e.exposed_comm_s[d] > 0)
-      fmt::format_to(out, "  {:<30} {:>10} {:>8.3f} s {:>8.3f} s\n", kCommDimNames[d],
+    if (e.comm_volume_bytes[d] > 0 || e.exposed_comm_s[d] > 0) {
+      const std::string name = r.plan.pp > 1
+                                   ? fmt::format("{} (stage {})", kCommDimNames[d],
+                                                 d == dp_dim ? e.dp_stage : e.busiest_stage)
+                                   : std::string(kCommDimNames[d]);
+      fmt::format_to(out, "  {:<30} {:>10} {:>8.3f} s {:>8.3f} s\n", name,
                      human_bytes(e.comm_volume_bytes[d]), e.comm_time_s[d], e.exposed_comm_s[d]);
+    }
   const double g = units::kGiB;
   fmt::format_to(out, "\nmemory per GPU (GiB)   {:>12} {:>12} {:>14}\n", "first stage",
                  "last stage", fmt::format("peak (stage {})", e.peak_stage));

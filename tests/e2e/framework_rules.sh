@@ -157,6 +157,20 @@ assert 'does-not-fit' in [w['code'] for w in j['warnings']], j['warnings']" || f
 import json, sys
 assert 'host_memory' not in json.load(sys.stdin)" || fail "host_memory without offload"
 passed=$((passed + 1))
+# With a pipeline the stages differ, so the communication rows name the stage they are (the
+# busiest, whose time the breakdown shows; the data-parallel row the stage the step waits for),
+# and the JSON says which (a new-user trial read a 6-layer stage's EP volume as the step's).
+"$bin" estimate -m llama3-8b -c dgx-h100 -g 16 --tp 2 --pp 4 --gbs 64 --json > pp.json
+"$bin" estimate -m llama3-8b -c dgx-h100 -g 16 --tp 2 --pp 4 --gbs 64 > pp.txt
+python3 -c "
+import json, re
+j = json.load(open('pp.json'))
+b, d = j['breakdown_stage'], j['dp_stage']
+assert 0 <= b < 4 and 0 <= d < 4, (b, d)
+t = open('pp.txt').read()
+assert re.search(r'^  tp \(stage %d\) ' % b, t, re.M), t
+assert re.search(r'^  dp \(stage %d\) ' % d, t, re.M), t" || fail "communication rows' stage"
+passed=$((passed + 1))
 # A search under DeepSpeed's rules says when `launch --format deepspeed` would refuse its best
 # plan for the model itself (Llama 3.1's rope scaling, which Megatron-DeepSpeed has no argument
 # for), not only for the layout (found by a new-user trial).
