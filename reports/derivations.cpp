@@ -219,11 +219,16 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
   const Placements groups = place_groups(p, hw, c.num_gpus);
   const double grad_bytes = grad_bytes_per_param(p, w.precision);
   const ParamsOnRank busy = params_on_rank(m, p, e.dp_stage);
-  const bool tied_allreduce = p.pp > 1 && m.tied_embeddings;
+  // The embedding gradient all-reduced between the first and the loss stage: a tied embedding's,
+  // or the copy multi-token prediction keeps on the last stage (as the estimator charges it).
+  const bool tied_allreduce =
+      p.pp > 1 && (m.tied_embeddings || m.mtp_layers > 0) && loss_rank(p) != 0;
   const double tied_bytes =
       tied_allreduce ? static_cast<double>(m.vocab) * m.hidden / p.tp * grad_bytes : 0;
   const std::string tied_text =
-      tied_allreduce ? fmt::format(" + tied-embedding all-reduce {}", human_bytes(tied_bytes)) : "";
+      tied_allreduce ? fmt::format(" + {}-embedding all-reduce {}",
+                                   m.tied_embeddings ? "tied" : "MTP", human_bytes(tied_bytes))
+                     : "";
   const int n = groups.dp.size;
   if (p.zero < 3 && n > 1) {
     const double nn = n;

@@ -78,17 +78,6 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
                      p.offload_layers, same, r.generation, any,
                      hw.host.concurrent_gbps_per_gpu())});
   }
-  // DeepSeek's multi-token-prediction modules are counted (ParamCounts::mtp) but not priced: a
-  // known gap, said where the numbers are (the launch files do run them).
-  if (m.mtp_layers > 0)
-    u.warnings.push_back(
-        {"mtp-unpriced",
-         fmt::format("the model's {} multi-token-prediction module(s) ({:.2f} B parameters, each "
-                     "a transformer layer plus a projection, with a second pass through the "
-                     "output layer and loss) are not in the step time, memory or MFU; Megatron "
-                     "runs them on the last pipeline stage (--mtp-num-layers, which dtplan's "
-                     "launch files write), so that stage is slower and fuller than shown",
-                     m.mtp_layers, static_cast<double>(count_params(m).mtp) / 1e9)});
   // Beyond the record's range: a run much larger or a sequence much longer than any the band
   // was built on (twice the largest).
   if (u.band.found && u.band.max_gpus > 0 && c.num_gpus > 2 * u.band.max_gpus)

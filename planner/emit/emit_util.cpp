@@ -327,8 +327,8 @@ ArgList megatron_parallel_args(const ModelSpec& m, const Workload& w, const Plan
     }
     a.add("--pipeline-model-parallel-layout", text);
   } else if (p.uneven_pp && p.pp > 1) {
-    a.add("--decoder-first-pipeline-num-layers", layers_on_rank(m, p, 0).total());
-    a.add("--decoder-last-pipeline-num-layers", layers_on_rank(m, p, p.pp - 1).total());
+    a.add("--decoder-first-pipeline-num-layers", decoder_layers_on_rank(m, p, 0).total());
+    a.add("--decoder-last-pipeline-num-layers", decoder_layers_on_rank(m, p, p.pp - 1).total());
   }
   if (p.sp) a.add("--sequence-parallel");
   if (p.zero == 1) a.add("--use-distributed-optimizer");

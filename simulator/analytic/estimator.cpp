@@ -365,7 +365,11 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   // first stage's gather delays the next step most (later stages' hide partly in the pipeline
   // fill, which this does not model); with even stages the ranks' gathers are alike.
   comm.charge(dp_dim, dp_trail.gather_s, dp_trail.gather_exposed_s, dp_trail.gather_bytes);
-  if (pp > 1 && m.tied_embeddings && loss_rank(p) != 0) {  // a V keeps both on rank 0
+  // With multi-token prediction the last stage holds an embedding copy too, whose gradient is
+  // all-reduced with the first stage's the same way (finalize_model_grads.py: "if
+  // share_embeddings_and_output_weights or getattr(config, 'mtp_num_layers', 0)", @d98e8a6).
+  if (pp > 1 && (m.tied_embeddings || m.mtp_layers > 0) &&
+      loss_rank(p) != 0) {  // a V keeps both on rank 0
     GroupPlacement g;
     g.size = 2;
     g.ranks_per_node = 1;

@@ -96,7 +96,12 @@ CommLedger stage_comm(const StageTimes& st, const Plan& p, int i, double t_p2p) 
   add(dense, l.dense, rl.dense);
   add(moe, l.moe, rl.moe);
   if (i == 0) add(emb, 1, emb_r);
-  if (i == loss_rank(p)) add(head, 1, head_r);
+  if (i == loss_rank(p)) {
+    // Each multi-token-prediction module passes through the output layer and loss again.
+    const int mtp = st.costs->mtp_modules;
+    add(head, 1 + mtp, (1 + mtp) * head_r);
+    if (mtp > 0) add(st.costs->mtp, mtp, mtp * head_r);
+  }
   if (pp > 1) {
     // Each micro-batch sends an activation and a gradient per chunk boundary; the rank
     // waits for the exchanges its schedule blocks on.
@@ -176,7 +181,11 @@ void stage_loop(StageTimes& st, const HardwareProfile& hw, const Plan& p,
     add(dense, l.dense, rl.dense, comp, rec, ovh);
     add(moe, l.moe, rl.moe, comp, rec, ovh);
     if (i == 0) add(emb, 1, emb_r, comp, rec, ovh);
-    if (i == head_rank) add(head, 1, head_r, comp, rec, ovh);
+    if (i == head_rank) {
+      const int mtp = st.costs->mtp_modules;  // each passes through the head again
+      add(head, 1 + mtp, (1 + mtp) * head_r, comp, rec, ovh);
+      if (mtp > 0) add(st.costs->mtp, mtp, mtp * head_r, comp, rec, ovh);
+    }
     // Activation offloading: the offloaded layers' activations go to the host during the
     // forward and come back during the backward over the host link, on a copy stream of their
     // own; what a pass's compute does not cover, the pass waits for (framework overhead).

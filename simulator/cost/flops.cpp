@@ -34,8 +34,25 @@ StepFlops step_flops(const ModelSpec& m, const ParamCounts& c, const Workload& w
   const double vd = m.mla ? m.mla->v_head_dim : m.head_dim;
   // QK^T and PV: 2 (fwd) x heads x s x (d_qk + d_v) per token per layer, x3 for the step.
   const double core = 3.0 * 2.0 * m.heads * static_cast<double>(w.seq_len) * (qk + vd) * c_mask;
+  // Multi-token prediction, as Megatron counts it (training.py num_floating_point_operations,
+  // NVIDIA/Megatron-LM @d98e8a6): each module one more layer of the last layer's kind, its
+  // norms and 2h -> h projection (3h + 2h^2), and one more pass through the logits.
+  double mtp = 0;
+  if (m.mtp_layers > 0) {
+    double layer = static_cast<double>(c.attention_per_layer);
+    if (m.is_moe_layer(m.layers - 1)) {
+      const MoeSpec& e = *m.moe;
+      layer += gate * h *
+               (static_cast<double>(e.topk) * e.expert_ffn_hidden +
+                static_cast<double>(e.shared_experts) * e.shared_ffn_hidden);
+    } else {
+      layer += gate * h * static_cast<double>(m.ffn_hidden);
+    }
+    mtp = m.mtp_layers *
+          (6.0 * (layer + 3 * h + 2 * h * h + h * static_cast<double>(m.vocab)) + core);
+  }
   StepFlops f;
-  f.model = tokens * (6.0 * (attention + mlp + logits) + core * m.layers);
+  f.model = tokens * (6.0 * (attention + mlp + logits) + core * m.layers + mtp);
   // One extra forward of the layers (no logits) under full recomputation.
   const double layers_fwd = 2.0 * (attention + mlp) + core / 3.0 * m.layers;
   if (p.recompute == Recompute::kFull) {

@@ -214,6 +214,7 @@ std::vector<OpCostRow> op_cost_rows(const ModelSpec& m, const Cluster& c, const 
   add("dense", prog.dense_layer);
   if (m.moe) add("moe", prog.moe_layer);
   add("head", prog.head);
+  if (m.mtp_layers > 0) add("mtp", prog.mtp);
   return rows;
 }
 
@@ -227,6 +228,8 @@ LayerCostSet layer_costs(const ModelSpec& m, const Cluster& c, const Workload& w
   if (m.moe) s.moe = cost_ops(prog.moe_layer, hw, cm, p);
   s.emb = cost_ops(prog.embedding, hw, cm, p);
   s.head = cost_ops(prog.head, hw, cm, p);
+  if (m.mtp_layers > 0) s.mtp = cost_ops(prog.mtp, hw, cm, p);
+  s.mtp_modules = m.mtp_layers;
   s.pp_message_bytes = prog.pp_message_bytes;
   s.activations = activation_inputs(m, w, p);
   return s;

@@ -35,6 +35,10 @@ struct LayerCost {
 // Everything about one layer's ops that does not depend on pp, dp, vpp, zero or the schedule.
 struct LayerCostSet {
   LayerCost dense, moe, emb, head;
+  // Multi-token prediction, per module on the loss rank: its own ops (OpProgram::mtp); its
+  // layer is among the rank's layers and its logits and loss are one more head pass.
+  LayerCost mtp;
+  int mtp_modules = 0;
   double pp_message_bytes = 0;
   ActivationInputs activations;
 };
@@ -52,7 +56,7 @@ int param_tensors_per_layer(const ModelSpec& m);
 // exposed part is decided per pass in LayerCost); `efficiency` is the share of the peak a GEMM
 // or fused attention reaches (0 for other ops); `host_s` is the framework's launch time.
 struct OpCostRow {
-  const char* layer = "";  // "dense", "moe", "embedding", "head"
+  const char* layer = "";  // "dense", "moe", "embedding", "head", "mtp"
   Op op;
   double time_s = 0, host_s = 0, efficiency = 0;
   double flops = 0;            // GEMM or attention FLOPs of the op (all copies)

@@ -93,6 +93,22 @@ ParamsOnRank params_on_rank(const ModelSpec& m, const ParamCounts& c, const Plan
   const int lr = loss_rank(p);
   if (rank == lr && (!m.tied_embeddings || lr != 0)) out.dense += emb;
   if (rank == lr) out.dense += static_cast<double>(m.hidden);  // final norm
+  // Multi-token prediction (its transformer layers are among `l`): per module a 2h -> h
+  // projection, TP-sharded, and its norms (ParamCounts::mtp less the layer); and the
+  // embedding, which Megatron-Core builds on the last stage too when it runs MTP
+  // (gpt_model.py: `if self.pre_process or self.mtp_process: self.embedding = ...`,
+  // NVIDIA/Megatron-LM @d98e8a6) unless that stage already holds it (a V) or its tied copy.
+  if (rank == lr && m.mtp_layers > 0) {
+    const double h = static_cast<double>(m.hidden);
+    const double block =
+        static_cast<double>(c.attention_per_layer + c.norms_per_layer) +
+        (m.moe ? static_cast<double>(c.experts_per_moe_layer + c.shared_per_moe_layer +
+                                     c.router_per_moe_layer)
+               : static_cast<double>(c.dense_mlp_per_layer));
+    const double norms = static_cast<double>(c.mtp) / m.mtp_layers - 2 * h * h - block;
+    out.dense += m.mtp_layers * (2 * h * h / t + norms);
+    if (lr != 0 && !m.tied_embeddings) out.dense += emb;
+  }
   out.linear = linear_params_on_rank(m, c, p, l);
   return out;
 }

@@ -507,6 +507,7 @@ void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, cons
   out.moe_layer.clear();
   out.embedding.clear();
   out.head.clear();
+  out.mtp.clear();
   out.groups = place_groups(p, c.profile, c.num_gpus);
   build_layer(m, w, p, out.groups, c.profile, false, out.dense_layer);
   if (m.moe) build_layer(m, w, p, out.groups, c.profile, true, out.moe_layer);
@@ -549,6 +550,24 @@ void build_op_program(const ModelSpec& m, const Workload& w, const Plan& p, cons
     LayerOps tmp;
     emit_with_backward(b.fwd, p.sp, tmp);
     for (const Op& o : tmp) out.head.push(o);
+  }
+  // Multi-token prediction (Megatron-Core multi_token_prediction.py @d98e8a6): the next
+  // tokens' embedding, the hidden and embedding norms, the concatenation projected by eh_proj
+  // (column-parallel, gather_output=False, its 2h input all-gathered under SP) and its output
+  // all-gathered over TP before the module's transformer layer (priced as one more layer of
+  // the loss rank, stage_layout.h) and its pass through the output layer (the head again).
+  if (m.mtp_layers > 0) {
+    Builder b{m, w, p, out.groups, c.profile, {}};
+    b.elementwise("mtp_embedding_lookup", Tn * h * ab);
+    b.elementwise("mtp_norms", 2 * Tn * h * 2 * ab);
+    tp_enter(b, static_cast<double>(T) * 2 * h * ab);
+    b.gemm("mtp_eh_proj", T, m.hidden / p.tp, 2 * m.hidden);
+    if (p.tp > 1)
+      b.collective("mtp_tp_allgather", CollectiveOp::kAllGather, CommDim::kTP, out.groups.tp,
+                   static_cast<double>(T) * h * ab);
+    LayerOps tmp;
+    emit_with_backward(b.fwd, p.sp, tmp);
+    for (const Op& o : tmp) out.mtp.push(o);
   }
 }
 

@@ -40,6 +40,9 @@ struct OpProgram {
   LayerOps moe_layer;    // same for a MoE layer (empty for dense models)
   EdgeOps embedding;     // first pipeline stage, before the first layer (fwd + bwd)
   EdgeOps head;          // last pipeline stage: final norm, logits, loss (fwd + bwd)
+  // Loss stage, per multi-token-prediction module, besides its transformer layer and its pass
+  // through the head: the embedding lookup, two norms and the 2h -> h projection (fwd + bwd).
+  EdgeOps mtp;
   Placements groups;
   // Per-step facts the estimator needs.
   double pp_message_bytes = 0;        // activation tensor sent between stages per micro-batch

@@ -37,6 +37,22 @@ static void counted_range(int layers, int n, int c, int e, int l, int& begin, in
 }
 
 RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
+  RankLayers r = decoder_layers_on_rank(m, p, rank);
+  // DeepSeek's multi-token-prediction modules run on the loss rank after its decoder layers,
+  // each with one transformer layer of the last layer's kind (Megatron-Core builds them there:
+  // gpt_model.py mtp_process, and counts them as such in training.py
+  // num_floating_point_operations, "num_moe_layers += last_layer_is_moe * mtp_num_layers",
+  // NVIDIA/Megatron-LM @d98e8a6).
+  if (m.mtp_layers > 0 && rank == loss_rank(p)) {
+    if (m.is_moe_layer(m.layers - 1))
+      r.moe += m.mtp_layers;
+    else
+      r.dense += m.mtp_layers;
+  }
+  return r;
+}
+
+RankLayers decoder_layers_on_rank(const ModelSpec& m, const Plan& p, int rank) {
   RankLayers r;
   auto add = [&](LayerRange c) {
     const int moe = m.moe_layers_before(c.end) - m.moe_layers_before(c.begin);

@@ -15,8 +15,12 @@ struct RankLayers {
   bool operator==(const RankLayers&) const = default;
 };
 
-// Layers on pipeline rank `rank` (0-based) over all of its chunks.
+// Transformer layers pipeline rank `rank` (0-based) runs over all of its chunks: its decoder
+// layers and, on the loss rank, the layer of each multi-token-prediction module (what the cost
+// and memory models price).
 RankLayers layers_on_rank(const ModelSpec& m, const Plan& p, int rank);
+// The decoder layers alone (what a launch file's pipeline split counts).
+RankLayers decoder_layers_on_rank(const ModelSpec& m, const Plan& p, int rank);
 
 // The layers [begin, end) of model chunk `chunk` of pp x vpp, in layer order (chunk v x pp + r
 // is the v-th chunk of rank r; V-shaped schedules place chunks differently, see

@@ -266,3 +266,62 @@ TEST(PlanFields, EmbeddingAndLossCountAsPipelineLayers) {
 
 }  // namespace
 }  // namespace dtplan
+
+namespace dtplan {
+namespace {
+
+// DeepSeek-V3's multi-token-prediction module, priced where Megatron-Core runs it (the loss
+// stage; NVIDIA/Megatron-LM @d98e8a6): one more MoE layer there (its last layer is MoE), the
+// embedding copy that stage builds for it (gpt_model.py, `pre_process or mtp_process`), its
+// projection and norms, a second pass through the output layer, and the FLOPs Megatron's
+// training.py counts for it. Expected values from the model's fields and ParamCounts, against
+// the same model without the module.
+TEST(ModelFixes, MultiTokenPredictionRunsOnTheLossStage) {
+  const ModelSpec with = load_model("deepseek-v3");
+  ASSERT_EQ(with.mtp_layers, 1);
+  ModelSpec without = with;
+  without.mtp_layers = 0;
+  Plan p;
+  p.tp = 1, p.pp = 8, p.ep = 8, p.dp = 32, p.mbs = 1, p.gbs = 1024, p.uneven_pp = true;
+  p.recompute = Recompute::kFull;
+  Workload w;
+  w.seq_len = 4096;
+  w.global_batch = p.gbs;
+  // Layers: the loss stage runs one more MoE layer; the launch's split counts decoders only.
+  for (int r = 0; r < p.pp; ++r) {
+    const RankLayers a = layers_on_rank(with, p, r), b = layers_on_rank(without, p, r);
+    EXPECT_EQ(a.moe - b.moe, r == p.pp - 1 ? 1 : 0) << r;
+    EXPECT_EQ(a.dense, b.dense) << r;
+    EXPECT_EQ(decoder_layers_on_rank(with, p, r), b) << r;
+  }
+  // Parameters at TP1 EP1 (nothing sharded): the loss stage holds the whole module
+  // (ParamCounts::mtp) and a copy of the embedding (vocab x hidden) more.
+  Plan flat = p;
+  flat.ep = 1;
+  const ParamsOnRank pa = params_on_rank(with, flat, flat.pp - 1);
+  const ParamsOnRank pb = params_on_rank(without, flat, flat.pp - 1);
+  EXPECT_DOUBLE_EQ(pa.total() - pb.total(), static_cast<double>(count_params(with).mtp) +
+                                                static_cast<double>(with.vocab) * with.hidden);
+  EXPECT_DOUBLE_EQ(params_on_rank(with, flat, 0).total(), params_on_rank(without, flat, 0).total());
+  // FLOPs per step, Megatron's terms: 6 x tokens x (attention + shared and top-k routed expert
+  // GEMMs of one MoE layer + 3h + 2h^2 + h x vocab) + the layer's causal core attention.
+  const MoeSpec& e = *with.moe;
+  const double h = with.hidden, tokens = static_cast<double>(w.global_batch) * w.seq_len;
+  const double layer =
+      static_cast<double>(count_params(with).attention_per_layer) +
+      3 * h *
+          (e.topk * double(e.expert_ffn_hidden) + e.shared_experts * double(e.shared_ffn_hidden));
+  const double qk = with.mla->qk_nope_head_dim + with.mla->qk_rope_head_dim;
+  const double core = 3.0 * 2.0 * with.heads * w.seq_len * (qk + with.mla->v_head_dim) * 0.5;
+  const double want = tokens * (6.0 * (layer + 3 * h + 2 * h * h + h * with.vocab) + core);
+  const Cluster c = load_cluster("dgx-h100", p.world());
+  const Estimate ea = estimate(with, c, w, p), eb = estimate(without, c, w, p);
+  EXPECT_NEAR(ea.model_flops - eb.model_flops, want, want * 1e-9);
+  // Time and memory: the loss stage works longer and holds more; the first stage is unchanged.
+  EXPECT_GT(ea.step_time_s, eb.step_time_s);
+  EXPECT_GT(ea.memory_last.total_bytes(), eb.memory_last.total_bytes());
+  EXPECT_DOUBLE_EQ(ea.memory_first.total_bytes(), eb.memory_first.total_bytes());
+}
+
+}  // namespace
+}  // namespace dtplan
