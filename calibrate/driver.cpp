@@ -170,7 +170,11 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
   }
   done = world.broadcast(done, "the journal check");
   const size_t reused = static_cast<size_t>(std::count(done.begin(), done.end(), '1'));
-  if (world.is_root())
+  // A replay's scratch journal is removed when the run ends: naming it would point at a file
+  // that will not be there (found by a new-user trial).
+  if (world.is_root() && scratch_journal)
+    fmt::print(stderr, "dtplan calibrate: {} recorded measurement(s) to replay\n", tasks.size());
+  else if (world.is_root())
     fmt::print(stderr, "dtplan calibrate: {} task(s) on {} rank(s), {} host(s); {} already in {}\n",
                tasks.size(), world.size(), world.nodes(), reused, journal_path);
 

@@ -149,9 +149,10 @@ void register_rl(CLI::App& app, CommandContext& ctx) {
     const reports::Format format =
         report ? reports::format_from_path(out, "--out") : reports::Format::kMarkdown;
     rl::RlFile f = rl::load_rl_file(config);
-    // Without --search: the file's architecture (colocated where it says "search") and pool
-    // size; what it leaves open (rollout_gpus, rollout tp) is chosen. With --search: every
-    // architecture, pool size and rollout TP, whatever the file fixes.
+    // Without --search: the file's architecture and pool size, every architecture where it
+    // says `architecture: search` (colocated where it names none); what it leaves open
+    // (rollout_gpus, rollout tp) is chosen. With --search: every architecture, pool size and
+    // rollout TP, whatever the file fixes.
     // A variation keeps what it sets itself (its architecture, pool size, rollout settings).
     auto settle = [](rl::RlConfig& c, const std::vector<std::string>& fixed) {
       auto sets = [&](const char* k) {
@@ -161,7 +162,7 @@ void register_rl(CLI::App& app, CommandContext& ctx) {
         if (!sets("architecture")) c.architecture.reset();
         if (!sets("rollout_gpus")) c.rollout_gpus = 0;
         if (!sets("rollout")) c.rollout_tp = 0;
-      } else if (!c.architecture) {
+      } else if (!c.architecture && !c.architecture_search) {
         c.architecture = rl::Architecture::kColocated;
       }
     };
@@ -173,8 +174,8 @@ void register_rl(CLI::App& app, CommandContext& ctx) {
     d.policy = f.base.policy.display_name.empty() ? f.base.policy.name : f.base.policy.display_name;
     d.cluster = f.base.cluster.profile.gpu.name;
     d.gpus = f.base.cluster.num_gpus;
-    d.searched = search;
-    if (!search && !f.base.architecture_was_set)
+    d.searched = search || f.base.architecture_search;
+    if (!search && !f.base.architecture_was_set && !f.base.architecture_search)
       fmt::print(stderr,
                  "dtplan rl: no architecture fixed and no --search: the colocated plan; pass "
                  "--search to compare the architectures\n");
@@ -215,7 +216,7 @@ void register_rl(CLI::App& app, CommandContext& ctx) {
         else
           fmt::print("what if {}: no plan ({})\n", v.name, v.why);
       }
-      if (search) fmt::print("searched in {:.3f} s\n", d.result.elapsed_s);
+      if (d.searched) fmt::print("searched in {:.3f} s\n", d.result.elapsed_s);
     }
     ctx.exit_code = 0;
   });

@@ -424,7 +424,9 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   const double Rg = r.rollout_gpus, Tg = r.training_gpus;
   if (separate) {
     r.gpu_seconds = {{"generation", gen_phase * Rg},
-                     {"reward", reward_trainer * Tg},
+                     // A rule-based reward runs on CPUs beside the rollout pool, which holds its
+                     // GPUs meanwhile (as the colocated count does); a reward model on the trainer.
+                     {"reward", reward_trainer * Tg + reward_rollout * Rg},
                      {"logprob", t_logprob * Tg},
                      {"critic", t_critic * Tg},
                      {"training", t_update * Tg},
@@ -506,10 +508,12 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
                     separate ? std::string()
                              : fmt::format("; the trainer keeps {:.1f} GiB per GPU in the rest",
                                            r.trainer_resident_bytes / kGiB))},
-       {"decode step at full batch",
-        "max(weights/t_g + KV, 2 N_active b / t_g / peak) + comm + overhead",
-        fmt::format("max({:.2f} ms memory, {:.2f} ms compute) + {:.2f} ms + {:.2f} ms = {:.2f} ms "
-                    "({})",
+       {"decode step, steady state",
+        "max(weights/t_g + KV, 2 N_active b / t_g / peak) + comm + overhead, at b sequences "
+        "holding C tokens of context (a replica kept busy)",
+        fmt::format("b = {:.0f}, C = {:.0f}k: max({:.2f} ms memory, {:.2f} ms compute) + {:.2f} ms "
+                    "+ {:.2f} ms = {:.2f} ms ({})",
+                    g.streaming_batch, g.streaming_context_tokens / 1e3,
                     g.first_step.memory_s * 1e3, g.first_step.compute_s * 1e3,
                     g.first_step.comm_s * 1e3, g.first_step.overhead_s * 1e3,
                     g.first_step.time_s * 1e3,
@@ -549,6 +553,16 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
     r.notes.push_back(
         "admissions waited for KV-cache room: concurrency is set by KV memory, not "
         "max_num_seqs");
+  // What the framework's rules say of the training layout chosen (as `dtplan estimate` says
+  // them): a layout that stock Megatron-LM cannot run, say, is planned with its warning.
+  for (const FrameworkWarning& fw : framework_warnings(c.framework, tf.plan, c.policy))
+    r.notes.push_back(fmt::format("training layout {}: warning [{}]: {}", tf.plan.describe(),
+                                  fw.code, fw.message));
+  if (tf.plan.offload_layers > 0 && tf.plan.recompute != Recompute::kFull)
+    r.notes.push_back(fmt::format(
+        "training layout {}: activation offload ({} layers) is priced from the profile's host "
+        "link; few published runs offload (the estimate's offload-unvalidated warning)",
+        tf.plan.describe(), tf.plan.offload_layers));
   if (!separate && offload_s > 0)
     r.notes.push_back(
         fmt::format("offloading gradients and optimizer states to host and back "

@@ -58,6 +58,7 @@ struct RlConfig {
   Cluster cluster;
   std::optional<Architecture> architecture;  // nullopt: "search" (every one)
   bool architecture_was_set = false;         // the file names one (not "search")
+  bool architecture_search = false;          // the file says `architecture: search`
   int rollout_gpus = 0;                      // separate pool's GPUs; 0: searched
   SourceLocation rollout_gpus_at, architecture_at, gpus_at;
   SourceLocation at;  // the configuration's first key (errors about the whole plan)

@@ -199,6 +199,7 @@ RlConfig read_config(YamlMap& y) {
     if (y.has("gpus")) c.gpus_at = location_of(y.node()["gpus"], c.file);
     const std::string a = y.opt_enum("architecture", archs).value_or("search");
     c.architecture_was_set = a != "search";
+    c.architecture_search = y.has("architecture") && a == "search";
     for (int i = 0; i < kNumArchitectures; ++i)
       if (a == architecture_names()[static_cast<size_t>(i)])
         c.architecture = static_cast<Architecture>(i);

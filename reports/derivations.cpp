@@ -417,12 +417,21 @@ std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, co
                                 r.requeue_s, r.init_s, r.load_s, r.fast_forward_s),
       restart, f.restart_s, secs(restart));
   const double skipped = std::clamp(o.skipped_step_fraction, 0.0, 1.0);
-  const double lost = std::min(1.0, delta / tau + tau / 2.0 / mtbf + restart / mtbf + skipped);
+  // Lost work: back to the last complete checkpoint, tau/2 on average; an asynchronous one is
+  // complete only once written, so a failure during the write falls back one more interval:
+  // tau/2 + write (reliability.cpp).
+  const double behind = o.async_save ? write : 0.0;
+  const double lost =
+      std::min(1.0, delta / tau + (tau / 2.0 + behind) / mtbf + restart / mtbf + skipped);
+  const std::string rework_formula = o.async_save ? "(tau / 2 + write) / MTBF" : "tau / (2 MTBF)";
+  const std::string rework_text = o.async_save
+                                      ? fmt::format("({:.0f}/2 + {:.1f})/{:.0f}", tau, write, mtbf)
+                                      : fmt::format("{:.0f}/(2 x {:.0f})", tau, mtbf);
   add("time lost",
-      skipped > 0 ? "delta / tau + tau / (2 MTBF) + restart / MTBF + skipped steps"
-                  : "delta / tau + tau / (2 MTBF) + restart / MTBF",
-      fmt::format("{:.3f}/{:.0f} + {:.0f}/(2 x {:.0f}) + {:.0f}/{:.0f}{}", delta, tau, tau, mtbf,
-                  restart, mtbf, skipped > 0 ? fmt::format(" + {:.4f}", skipped) : ""),
+      fmt::format("delta / tau + {} + restart / MTBF{}", rework_formula,
+                  skipped > 0 ? " + skipped steps" : ""),
+      fmt::format("{:.3f}/{:.0f} + {} + {:.0f}/{:.0f}{}", delta, tau, rework_text, restart, mtbf,
+                  skipped > 0 ? fmt::format(" + {:.4f}", skipped) : ""),
       lost, f.lost_fraction, fmt::format("{:.2f}%", 100 * lost));
   add("goodput", "tokens/s x (1 - time lost)",
       fmt::format("{:.0f} x (1 - {:.4f})", e.tokens_per_s, lost), e.tokens_per_s * (1 - lost),

@@ -398,7 +398,8 @@ GenerationResult generate(const ModelSpec& m, const HardwareProfile& hw, const I
                               std::floor(g.kv_capacity_tokens / std::max(occupancy_ctx, 1.0)),
                               std::ceil(inflight / replicas)}));
   g.streaming_batch = slots;
-  g.first_step = decode_step(m, hw, ip, l, slots, slots * occupancy_ctx);
+  g.streaming_context_tokens = slots * occupancy_ctx;
+  g.first_step = decode_step(m, hw, ip, l, slots, g.streaming_context_tokens);
   const double per_step = std::max(l.spec_accept_tokens, 1.0);
   const double s_per_token =
       g.first_step.time_s / (slots * per_step) + (mean_len > 0 ? prefill_per_seq / mean_len : 0);

@@ -122,9 +122,12 @@ struct GenerationResult {
   double streaming_batch = 0;
   double streaming_tokens_per_s_per_replica = 0;
   double streaming_latency_s = 0;
-  DecodeStep first_step;  // the first decode step at full batch (for the report)
-  bool fits = true;       // the longest sequence fits a replica's KV cache
-  std::string why;        // when it does not
+  // One decode step of that steady state, streaming_batch sequences holding
+  // streaming_context_tokens of KV cache together (for the report).
+  DecodeStep first_step;
+  double streaming_context_tokens = 0;
+  bool fits = true;  // the longest sequence fits a replica's KV cache
+  std::string why;   // when it does not
 };
 GenerationResult generate(const ModelSpec& m, const HardwareProfile& hw, const InferenceParams& ip,
                           const InferenceLayout& l, int replicas, int64_t responses,

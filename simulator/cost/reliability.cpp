@@ -98,7 +98,13 @@ FailureCosts failure_costs(const ModelSpec& m, const Cluster& c, const Plan& p, 
   f.interval_s = std::max(f.interval_s, 1e-9);
   f.interval_steps = step_time_s > 0 ? f.interval_s / step_time_s : 0;
   f.checkpoint_fraction = f.checkpoint_blocking_s / f.interval_s;
-  f.rework_fraction = f.interval_s / 2.0 / f.job_mtbf_s;
+  // Work lost to a failure: back to the last checkpoint that is complete. Saved synchronously,
+  // that is the last one taken: tau/2 on average (Young). Saved asynchronously, a checkpoint
+  // taken at t is complete only at t + W (its storage write), so a failure in [t, t + W) falls
+  // back to the one before: E[lost] = (1/tau)(integral_0^tau x dx + integral_0^W tau dx) =
+  // tau/2 + W, with W <= tau (the interval is raised to the write above) [derived].
+  f.rework_fraction =
+      (f.interval_s / 2.0 + (o.async_save ? f.checkpoint.storage_write_s : 0.0)) / f.job_mtbf_s;
   f.restart_fraction = f.restart_s / f.job_mtbf_s;
   f.skipped_fraction = std::clamp(o.skipped_step_fraction, 0.0, 1.0);
   f.lost_fraction = std::min(

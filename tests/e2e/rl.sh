@@ -92,4 +92,22 @@ for c in j["cases"]:
         assert abs((c["value"] - c["measured"]) / c["measured"] - c["error"]) < 1e-12
 PY
 ok "rl --validate: every case sourced, errors as (predicted - measured) / measured" $?
+
+# `architecture: search` in the file compares the architectures without --search (docs/rl.md;
+# a new-user trial found it ran the colocated plan), keeping the file's other settings.
+sed 's/^architecture: colocated.*/architecture: search/' "$src/examples/rl/grpo-70b-colocated.yaml" \
+  >"$tmp/search.yaml"
+grep -q '^architecture: search$' "$tmp/search.yaml"
+ok "rl: the colocated example with architecture: search" $?
+"$bin" rl --config "$tmp/search.yaml" --json >"$tmp/fs.json" 2>"$tmp/fs.err"
+ok "rl --config (architecture: search): exit 0" $?
+python3 - "$tmp/fs.json" "$tmp/fs.err" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+archs = {a["architecture"] for a in j["architectures"]}
+assert archs == {"colocated", "disaggregated", "one-step-off", "fully-async"}, archs
+assert j["step_time_s"] == min(a["step_time_s"] for a in j["architectures"])
+assert "no architecture fixed" not in open(sys.argv[2]).read()
+PY
+ok "rl: architecture: search compares every architecture" $?
 exit $fail

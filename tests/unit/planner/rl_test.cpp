@@ -304,6 +304,21 @@ TEST(RlStep, ArchitecturesKeepTheirInvariants) {
   EXPECT_GT(dis.idle_share_rollout, 0);
   EXPECT_GT(dis.idle_share_training, 0);
   EXPECT_EQ(dis.rollout_gpus + dis.training_gpus, 256);
+  // GPU-seconds are held time x the pool's GPUs for every phase: a rule-based reward (CPU) holds
+  // the rollout pool apart, every GPU colocated (a new-user trial found it free when apart).
+  auto gpu_s = [](const rl::RlResult& r, const std::string& phase) {
+    for (const auto& [n, s] : r.gpu_seconds)
+      if (n == phase) return s;
+    return -1.0;
+  };
+  auto phase_s = [](const rl::RlResult& r, const std::string& phase) {
+    for (const auto& [n, s] : r.phases_s)
+      if (n == phase) return s;
+    return -1.0;
+  };
+  ASSERT_GT(phase_s(dis, "reward"), 0);
+  EXPECT_NEAR(gpu_s(dis, "reward"), phase_s(dis, "reward") * dis.rollout_gpus, 1e-9);
+  EXPECT_NEAR(gpu_s(colo, "reward"), phase_s(colo, "reward") * 256, 1e-9);
 }
 
 TEST(RlStep, PpoWithACriticAndARewardModel) {
