@@ -59,6 +59,12 @@ void add_resilience_options(CLI::App& app, SpecOptions& o) {
                  "load + fast-forward)")
       ->check(finite_range(0.0, 1e9))
       ->group(g);
+  app.add_option(
+         "--mtbf-per-gpu-hours", o.mtbf_per_gpu_hours,
+         "Mean time between failures of one GPU, hours (job MTBF = this / GPUs; "
+         "default: the cluster YAML's or the profile's reliability, else Llama 3's 50,700 h)")
+      ->check(finite_range(1.0, 1e12))
+      ->group(g);
   app.add_option("--checkpoint-interval-s", o.checkpoint_interval_s,
                  "Checkpoint every this many seconds (default: Young's optimum)")
       ->check(finite_range(1.0, 1e9))
@@ -233,6 +239,12 @@ FailureOptions apply_job_options(const SpecOptions& s, const std::string& precis
   if (s.straggler_fraction > 0) {
     ClusterServices sv = services_of(c);
     sv.stragglers = {s.straggler_fraction, s.straggler_factor > 0 ? s.straggler_factor : 1.2};
+    c.services = sv;
+  }
+  if (s.mtbf_per_gpu_hours > 0) {
+    ClusterServices sv = services_of(c);
+    sv.reliability.mtbf_per_gpu_hours = s.mtbf_per_gpu_hours;
+    sv.reliability.source = "--mtbf-per-gpu-hours";
     c.services = sv;
   }
   f.async_save = s.async_save;

@@ -26,6 +26,7 @@ struct SpecOptions {
   double loader_tokens_per_s_per_node = 0;  // 0 = the cluster's loader
   bool async_save = false;
   double restart_s = -1;                                // < 0: from its parts
+  double mtbf_per_gpu_hours = 0;                        // 0 = the cluster's (profile, YAML)
   double checkpoint_interval_s = 0;                     // 0 = Young's
   double skipped_step_fraction = 0;                     // fp16 overflow skips
   double straggler_fraction = 0, straggler_factor = 0;  // factor 0 = 1.2 with a fraction

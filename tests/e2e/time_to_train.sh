@@ -76,4 +76,18 @@ ok "estimate --json: *_interval from the error band, warnings[] with codes" $?
 grep -q "^step time .* s  (p10-p90 .*–.* s)$" "$tmp/e.txt" && grep -q "^warning \[profile-not-fitted\]" "$tmp/e.txt"
 ok "estimate text: the step time with its p10-p90, the warning once" $?
 
+# --mtbf-per-gpu-hours replaces the cluster's failure rate: job MTBF = hours x 3600 / GPUs
+# (5,070 h on 64 GPUs: 285,187.5 s), and Young's interval sqrt(2 delta M) follows it.
+"$bin" estimate -m llama3-70b -c dgx-h100 -g 64 --tp 8 --pp 2 --sp --zero 1 --gbs 512 --seq 8192 \
+  --mtbf-per-gpu-hours 5070 --json >"$tmp/m.json"
+python3 - "$tmp/m.json" <<'PY'
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+f, k = j["failures"], j["checkpoint"]
+assert abs(f["job_mtbf_s"] - 5070 * 3600 / 64) < 1e-6, f["job_mtbf_s"]
+assert abs(k["young_interval_s"] - math.sqrt(2 * k["blocking_s"] * f["job_mtbf_s"])) < 1e-6 * k["young_interval_s"]
+assert f["sources"]["reliability"] == "--mtbf-per-gpu-hours", f["sources"]
+PY
+ok "estimate --mtbf-per-gpu-hours: job MTBF and Young's interval follow it" $?
+
 exit $fail
