@@ -42,8 +42,12 @@ void register_report(CLI::App& app, CommandContext& ctx) {
                          "takes the model, cluster and pins from the file; drop --model, "
                          "--cluster and --gpus");
       const int threads = flags.threads;
+      const SpecOptions given = flags.spec;
       flags = search_flags_from_json(from);
       flags.threads = threads;
+      // Checkpoint and failure flags do not change the search: given here, they price the
+      // report's job instead of the recorded ones.
+      keep_given_resilience_flags(*cmd, given, flags.spec);
       saved = nlohmann::json::parse(read_input_file(from, "--from"), nullptr, false);
     } else if (no_spec_given(*cmd)) {
       apply_builtin_example(flags);

@@ -225,6 +225,19 @@ void write_output(const std::string& text, const std::string& out) {
   fmt::print(stderr, "wrote {}\n", out);
 }
 
+void keep_given_resilience_flags(const CLI::App& cmd, const SpecOptions& given, SpecOptions& into) {
+  auto given_on = [&](const char* flag) { return cmd.count(flag) > 0; };
+  if (given_on("--loader-tokens-per-s-per-node"))
+    into.loader_tokens_per_s_per_node = given.loader_tokens_per_s_per_node;
+  if (given_on("--async-save")) into.async_save = given.async_save;
+  if (given_on("--restart-s")) into.restart_s = given.restart_s;
+  if (given_on("--mtbf-per-gpu-hours")) into.mtbf_per_gpu_hours = given.mtbf_per_gpu_hours;
+  if (given_on("--checkpoint-interval-s")) into.checkpoint_interval_s = given.checkpoint_interval_s;
+  if (given_on("--straggler-fraction")) into.straggler_fraction = given.straggler_fraction;
+  if (given_on("--straggler-factor")) into.straggler_factor = given.straggler_factor;
+  if (given_on("--skipped-steps")) into.skipped_step_fraction = given.skipped_step_fraction;
+}
+
 FailureOptions apply_job_options(const SpecOptions& s, const std::string& precision, Cluster& c,
                                  std::vector<Violation>& violations) {
   FailureOptions f;

@@ -70,6 +70,9 @@ void add_plan_options(CLI::App& app, PlanOptions& o);
 // --loader-tokens-per-s-per-node, --async-save, --restart-s, --checkpoint-interval-s,
 // --skipped-steps (estimate, simulate, search, report).
 void add_resilience_options(CLI::App& app, SpecOptions& o);
+// The add_resilience_options flags given on `cmd` copied from `given` into `into` (a file's
+// recorded flags, `--from`, that the command line overrides).
+void keep_given_resilience_flags(const CLI::App& cmd, const SpecOptions& given, SpecOptions& into);
 
 struct Resolved {
   ModelSpec model;

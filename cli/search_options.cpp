@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -456,7 +457,17 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
                 {"train_tokens", f.train_tokens},
                 {"deadline_days", f.deadline_days},
                 {"budget_gpu_hours", f.budget_gpu_hours},
-                {"max_gpus", f.max_gpus}};
+                {"max_gpus", f.max_gpus},
+                // The job beyond its step (add_resilience_options), so that `report --from`
+                // prices checkpoints and failures as the search did.
+                {"loader_tokens_per_s_per_node", f.spec.loader_tokens_per_s_per_node},
+                {"async_save", f.spec.async_save},
+                {"restart_s", f.spec.restart_s},
+                {"checkpoint_interval_s", f.spec.checkpoint_interval_s},
+                {"mtbf_per_gpu_hours", f.spec.mtbf_per_gpu_hours},
+                {"skipped_steps", f.spec.skipped_step_fraction},
+                {"straggler_fraction", f.spec.straggler_fraction},
+                {"straggler_factor", f.spec.straggler_factor}};
   j["stats"] = {{"enumerated", r.enumerated}, {"evaluated", r.evaluated},
                 {"feasible", r.feasible},     {"exhausted", r.exhausted},
                 {"elapsed_s", r.elapsed_s},   {"plans_per_s", r.plans_per_s()},
@@ -528,8 +539,17 @@ SearchFlags search_flags_from_json(const std::string& path) {
   if (!j.is_object() || !j.contains("top") || !j.contains("model"))
     throw InputError({path, 0, 0}, "--from", "not a `dtplan search --json` result");
   // The parts read below hold integers, and a few large floats under their own names.
-  const std::vector<std::string> large = {"train_tokens", "budget_gpu_hours", "deadline_days",
-                                          "memory_margin"};
+  const std::vector<std::string> large = {"train_tokens",
+                                          "budget_gpu_hours",
+                                          "deadline_days",
+                                          "memory_margin",
+                                          "loader_tokens_per_s_per_node",
+                                          "restart_s",
+                                          "checkpoint_interval_s",
+                                          "mtbf_per_gpu_hours",
+                                          "skipped_steps",
+                                          "straggler_fraction",
+                                          "straggler_factor"};
   if (j.contains("flags")) check_json_integers(j["flags"], path, large, "/flags");
   if (j.contains("cluster")) check_json_integers(j["cluster"], path, large, "/cluster");
   if (j.contains("workload")) check_json_integers(j["workload"], path, large, "/workload");
@@ -568,6 +588,26 @@ SearchFlags search_flags_from_json(const std::string& path) {
       f.deadline_days = g.value("deadline_days", 0.0);
       f.budget_gpu_hours = g.value("budget_gpu_hours", 0.0);
       f.max_gpus = g.value("max_gpus", 0);
+      // The resilience flags (files before 2026-12-04 have none: the defaults), held to the
+      // ranges their flags take (add_resilience_options).
+      auto in_range = [&](const char* key, double fallback, double lo, double hi,
+                          bool allow_fallback) {
+        const double v = g.value(key, fallback);
+        if (allow_fallback && v == fallback) return v;
+        if (!std::isfinite(v) || v < lo || v > hi)
+          throw InputError({path, 0, 0}, "--from",
+                           fmt::format("/flags/{}: {} is not in [{:g}, {:g}]", key, v, lo, hi));
+        return v;
+      };
+      f.spec.loader_tokens_per_s_per_node =
+          in_range("loader_tokens_per_s_per_node", 0, 1.0, 1e15, true);
+      f.spec.async_save = g.value("async_save", false);
+      f.spec.restart_s = in_range("restart_s", -1, 0.0, 1e9, true);
+      f.spec.checkpoint_interval_s = in_range("checkpoint_interval_s", 0, 1.0, 1e9, true);
+      f.spec.mtbf_per_gpu_hours = in_range("mtbf_per_gpu_hours", 0, 1.0, 1e12, true);
+      f.spec.skipped_step_fraction = in_range("skipped_steps", 0, 0.0, 0.5, true);
+      f.spec.straggler_fraction = in_range("straggler_fraction", 0, 0.0, 1.0, true);
+      f.spec.straggler_factor = in_range("straggler_factor", 0, 1.0, 1000.0, true);
     } else {  // older files: no pins recorded, the whole space is searched
       f.spec.model = j.at("model");
       f.spec.cluster = j.at("cluster").at("profile");

@@ -420,10 +420,13 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
     d.provenance.push_back({"storage",
                             fmt::format("{:.1f} GB/s per node", *hw.checkpoint_write_gbps_per_node),
                             hw.storage_source});
-  if (hw.mtbf_per_gpu_hours)
-    d.provenance.push_back({"reliability",
-                            fmt::format("MTBF {:.0f} h per GPU", *hw.mtbf_per_gpu_hours),
-                            hw.reliability_source});
+  {
+    // The failure rate the report's numbers use: the profile's, a cluster YAML's or
+    // --mtbf-per-gpu-hours (services_of), with its source.
+    const ReliabilitySpec rel = services_of(c).reliability;
+    d.provenance.push_back(
+        {"reliability", fmt::format("MTBF {:.0f} h per GPU", rel.mtbf_per_gpu_hours), rel.source});
+  }
   if (hw.usd_per_gpu_hour)
     d.provenance.push_back(
         {"price", fmt::format("{:.2f} USD per GPU-hour", *hw.usd_per_gpu_hour), hw.price_source});
