@@ -77,6 +77,15 @@ void read_sections(YamlMap& y, FrameworkProfile& f, bool top) {
     f.optimizer_source = o->get_string("source");
     o->finish();
   }
+  if (auto r = y.opt_map("runtime")) {
+    const double mib = r->get_double("cuda_context_mib", 0);
+    // From lazy loading's few hundred MiB to a context that loads every library's kernels.
+    if (mib < 100 || mib > 8192)
+      r->fail("cuda_context_mib", fmt::format("must lie in 100..8192 MiB, got {}", mib));
+    f.cuda_context_bytes = mib * 1048576.0;
+    f.runtime_source = r->get_string("source");
+    r->finish();
+  }
   if (auto e = y.opt_map("fp8")) {
     f.fp8_recipe =
         parse_recipe(e->get_enum("recipe", {"delayed", "tensorwise", "mxfp8", "blockwise"}));
@@ -134,6 +143,7 @@ void apply_framework_defaults(const FrameworkProfile& f, const FrameworkPlanGive
   if (!given.grads && f.main_grads_fp32) p.main_grads_fp32 = *f.main_grads_fp32;
   if (f.optimizer_state_bytes_per_param)
     p.optimizer_state_bytes_per_param = *f.optimizer_state_bytes_per_param;
+  if (f.cuda_context_bytes) p.cuda_context_bytes = *f.cuda_context_bytes;
 }
 
 std::string apply_attention_kernel(const FrameworkProfile& f, HardwareProfile& hw) {

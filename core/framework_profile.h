@@ -49,6 +49,9 @@ struct FrameworkProfile {
   // Adam's state bytes per parameter (Plan::optimizer_state_bytes_per_param); null: 12.
   std::optional<double> optimizer_state_bytes_per_param;
   std::string optimizer_source;
+  // The CUDA context per process (Plan::cuda_context_bytes); null: lazy module loading's 300 MB.
+  std::optional<double> cuda_context_bytes;
+  std::string runtime_source;
   // The FP8 scaling recipe the framework runs when a run says only "FP8".
   std::optional<Fp8Recipe> fp8_recipe;
   std::string fp8_source;

@@ -90,6 +90,10 @@ std::optional<RankOrder> parse_rank_order(const std::string& name);
 inline bool pp_inside_dp(RankOrder o) { return o != RankOrder::kTpCpEpDpPp; }
 const char* to_string(Recompute r);
 
+// The CUDA context with lazy module loading (CUDA >= 11.7, PyTorch's default since): about
+// 300 MB (pytorch/pytorch#107667, REFERENCE.md §2.2).
+inline constexpr double kCudaContextBytes = 300e6;
+
 struct Plan {
   int tp = 1, pp = 1, dp = 1, cp = 1;
   int ep = 1;   // expert-parallel size, carved out of dp*cp
@@ -143,6 +147,10 @@ struct Plan {
   // Apex DistributedFusedAdam's store_param_remainders (NeMo: the BF16 parameter plus a 16-bit
   // remainder stand for the fp32 master). The framework profile's optimizer.state_bytes_per_param.
   double optimizer_state_bytes_per_param = 12;
+  // The CUDA context each process holds on its GPU (kCudaContextBytes by default; more where
+  // every library kernel is loaded at start-up: the framework profile's
+  // runtime.cuda_context_mib). Part of the memory model's runtime buffers.
+  double cuda_context_bytes = kCudaContextBytes;
   RankOrder rank_order = RankOrder::kTpCpEpDpPp;
 
   int world() const { return tp * pp * cp * dp; }

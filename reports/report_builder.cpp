@@ -368,9 +368,13 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
   d.assumptions.push_back(
       "Sequence parallelism is on whenever TP > 1 unless pinned; MFU counts model FLOPs with "
       "causal attention counted at half (Megatron-LM convention).");
-  d.assumptions.push_back(
-      "Runtime buffers: CUDA context 300 MB plus NCCL buffers per communicator (4 MiB x 2 x 16 "
-      "channels).");
+  d.assumptions.push_back(fmt::format(
+      "Runtime buffers: CUDA context {:.0f} MB{} plus NCCL buffers per communicator (4 MiB x 2 x "
+      "16 channels).",
+      (d.top.empty() ? Plan{} : d.top.front().plan).cuda_context_bytes / 1e6,
+      d.top.empty() || d.top.front().plan.cuda_context_bytes == kCudaContextBytes
+          ? " (lazy module loading)"
+          : " (the framework profile's runtime)"));
   d.assumptions.push_back(
       hw.collective_algorithm.empty()
           ? std::string("Collectives use the fastest registered algorithm for each call (as "

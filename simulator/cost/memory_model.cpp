@@ -200,7 +200,7 @@ double loss_scratch_bytes(const ModelSpec& m, const Workload& w, const Plan& p) 
 double runtime_buffer_bytes(const Plan& p) {
   int communicators = 1;  // world/DP
   for (int deg : {p.tp, p.cp, p.pp, p.ep}) communicators += deg > 1 ? 1 : 0;
-  return kCudaContextBytes + communicators * kNcclBytesPerCommunicator;
+  return p.cuda_context_bytes + communicators * kNcclBytesPerCommunicator;
 }
 
 double offloaded_activation_bytes(const Plan& p, const RankLayers& l, const ActivationInputs& a) {

@@ -20,10 +20,8 @@ namespace dtplan {
 
 class IPipelineSchedule;
 
-// Runtime constants (not hardware-specific):
-// CUDA context with lazy module loading, CUDA >= 11.7: about 300 MB (pytorch/pytorch#107667,
-// REFERENCE.md §2.2).
-inline constexpr double kCudaContextBytes = 300e6;
+// Runtime constants (not hardware-specific): the CUDA context's default, kCudaContextBytes, is
+// in core/plan.h (Plan::cuda_context_bytes, which a framework profile may change).
 // NCCL communicator buffers: NCCL_BUFFSIZE 4 MiB x 2 directions x up to 16 channels per
 // communicator (NCCL defaults); we budget one such set per parallel dimension in use.
 inline constexpr double kNcclBytesPerCommunicator = 4.0 * 1048576 * 2 * 16;

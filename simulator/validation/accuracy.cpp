@@ -431,6 +431,7 @@ CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
                       p.main_grads_fp32 = fw_defaults.main_grads_fp32;
                       p.optimizer_state_bytes_per_param =
                           fw_defaults.optimizer_state_bytes_per_param;
+                      p.cuda_context_bytes = fw_defaults.cuda_context_bytes;
                       // An unpublished recomputation may as well have been activation
                       // offloading, where the framework runs Megatron-Core (which offloads
                       // without pipeline parallelism or recomputation only): a quarter, half or

@@ -6,20 +6,22 @@
 #
 # With FAMILY_BOUNDS (a JSON file {family: {"mape_pct": max, "abs_bias_pct": max}}), each
 # family of the cases (the families of scripts/fit_efficiency.py, shared/tools/accuracy-families)
-# must stay within its bounds too.
+# must stay within its bounds too. With MIN_MEMORY_WITHIN_10, at least that many of the cases
+# whose source prints peak memory must be predicted within 10% of it.
 #
-# usage: check_accuracy.sh DTPLAN CASES MAX_MAPE_PCT MAX_MEDIAN_PCT MIN_PREDICTED [FAMILY_BOUNDS]
+# usage: check_accuracy.sh DTPLAN CASES MAX_MAPE_PCT MAX_MEDIAN_PCT MIN_PREDICTED [FAMILY_BOUNDS
+#        [MIN_MEMORY_WITHIN_10]]
 set -u
 bin=$1
 cases=$2
-[[ $# -eq 5 || $# -eq 6 ]] ||
-  { echo "usage: $0 DTPLAN CASES MAX_MAPE_PCT MAX_MEDIAN_PCT MIN_PREDICTED [FAMILY_BOUNDS]"; exit 1; }
+[[ $# -ge 5 && $# -le 7 ]] ||
+  { echo "usage: $0 DTPLAN CASES MAX_MAPE_PCT MAX_MEDIAN_PCT MIN_PREDICTED [FAMILY_BOUNDS [MIN_MEMORY_WITHIN_10]]"; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 [[ -f "$cases" ]] || { echo "no ground truth at $cases: skipped"; exit 77; }
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 "$bin" accuracy --cases "$cases" --json --out "$out" || { echo "dtplan accuracy failed"; exit 1; }
-python3 - "$out" "$3" "$4" "$5" "${6:-}" "$here/../../scripts" <<'PY'
+python3 - "$out" "$3" "$4" "$5" "${6:-}" "$here/../../scripts" "${7:-}" <<'PY'
 import json, statistics, sys
 sys.path.insert(0, sys.argv[6])
 from fit_efficiency import family
@@ -54,5 +56,12 @@ if sys.argv[5]:
         print(f"{'ok  ' if good else 'FAIL'} {f}: MAPE {mape:.2f}% (at most {b['mape_pct']}), "
               f"mean signed {bias:+.2f}% (within {b['abs_bias_pct']}), {len(e)} cases")
         ok &= good
+if sys.argv[7]:
+    need = int(sys.argv[7])
+    got = s["memory_cases_within_10pct"]
+    good = got >= need
+    print(f"{'ok  ' if good else 'FAIL'} memory: {got} of {s['memory_cases']} printed peaks "
+          f"within 10% (at least {need})")
+    ok &= good
 sys.exit(0 if ok else 1)
 PY

@@ -172,6 +172,39 @@ TEST(FrameworkProfiles, NemoKeepsParamRemaindersAndBf16Gradients) {
   std::remove(path.c_str());
 }
 
+// The megatron-deepspeed profile's runs (BLOOM, PyTorch 1.11 with CUDA 11.5) loaded every
+// kernel at start-up: their own measurement, 1573 MiB per GPU, is the profile's CUDA context.
+TEST(FrameworkProfiles, RuntimeCudaContextFromTheProfile) {
+  const FrameworkProfile ds = load_framework_profile("megatron-deepspeed");
+  ASSERT_TRUE(ds.cuda_context_bytes.has_value());
+  EXPECT_EQ(*ds.cuda_context_bytes, 1573.0 * 1048576);
+  EXPECT_NE(ds.runtime_source.find("chronicles-prequel.md"), std::string::npos);
+  Plan p;
+  Workload w;
+  EXPECT_EQ(p.cuda_context_bytes, 300e6);  // lazy module loading, no profile
+  apply_framework_defaults(ds, FrameworkPlanGiven{}, p, w);
+  EXPECT_EQ(p.cuda_context_bytes, 1573.0 * 1048576);
+  Plan q;
+  apply_framework_defaults(load_framework_profile("megatron-lm"), FrameworkPlanGiven{}, q, w);
+  EXPECT_EQ(q.cuda_context_bytes, 300e6);  // no runtime section
+  const std::string path = ::testing::TempDir() + "bad_runtime.yaml";
+  for (const char* bad : {"20", "1e9", "nan"}) {
+    {
+      std::ofstream f(path);
+      f << "name: x\ndescription: y\nattention:\n  kernels: [fa2]\n  source: z\n"
+           "runtime:\n  cuda_context_mib: "
+        << bad << "\n  source: z\n";
+    }
+    try {
+      load_framework_profile_file(path);
+      FAIL() << "accepted a CUDA context of " << bad << " MiB";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("bad_runtime.yaml:7"), std::string::npos) << e.what();
+    }
+  }
+  std::remove(path.c_str());
+}
+
 TEST(FrameworkProfiles, VersionsOverrideTheirSections) {
   const std::string path = ::testing::TempDir() + "versioned_framework.yaml";
   {

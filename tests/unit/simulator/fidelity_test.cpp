@@ -450,6 +450,25 @@ TEST(OptimizerState, BytesPerParamScaleTheShardedState) {
   EXPECT_EQ(a.activations_bytes, b.activations_bytes);
 }
 
+// The CUDA context is part of the runtime buffers and nothing else: a stack that loads every
+// kernel at start-up (the megatron-deepspeed profile's 1573 MiB, measured by the BLOOM runs)
+// adds exactly its difference from lazy loading's 300 MB to every rank's buffers.
+TEST(RuntimeBuffers, CudaContextIsTheFrameworksOnly) {
+  const ModelSpec m = load_model("llama3-8b");
+  const Plan p = plan(2, 4, false);
+  const Workload w = work(Precision::kBf16);
+  Plan q = p;
+  q.cuda_context_bytes = 1573.0 * 1048576;
+  const IPipelineSchedule& s = *find_schedule("1f1b");
+  for (int rank : {0, p.pp - 1}) {
+    const StageMemory a = stage_memory(m, w, p, s, rank), b = stage_memory(m, w, q, s, rank);
+    EXPECT_NEAR(b.buffers_bytes - a.buffers_bytes, 1573.0 * 1048576 - 300e6, 1.0);
+    EXPECT_NEAR(b.total_bytes() - a.total_bytes(), 1573.0 * 1048576 - 300e6, 1.0);
+    EXPECT_EQ(a.activations_bytes, b.activations_bytes);
+  }
+  EXPECT_EQ(p.cuda_context_bytes, kCudaContextBytes);
+}
+
 // Independent computation for moe_node_dedup_share: enumerate every set of experts a token may
 // pick (uniformly: force-balanced routing; with group-limited routing, group_topk of the groups
 // uniformly, then the experts among theirs), and take E[distinct other nodes touched] /
