@@ -290,19 +290,24 @@ std::vector<Derivation> derive(const ModelSpec& m, const Cluster& c, const Workl
     t.result = secs(cc.time_s);
     t.estimator_value = cc.time_s;  // priced by the same call the estimator makes
     out.push_back(t);
-  } else if (p.zero == 3 && n > 1) {
-    const double nn = n;
+  } else if (p.zero == 3 && (n > 1 || (busy.expert > 0 && groups.edp.size > 1))) {
     const double gathers = zero3_forward_gathers(p);  // a second for recomputation (per tensor)
     const int mb = std::max(1, p.num_microbatches());
+    // Dense parameters are sharded over the data-parallel group (n), experts over the
+    // expert-data-parallel group (n_e).
+    const int ne = busy.expert > 0 ? groups.edp.size : 1;
+    auto ring = [](int k) { return k > 1 ? (k - 1.0) / k : 0.0; };
     Derivation d;
     d.quantity = fmt::format("ZeRO-3 traffic per GPU per step (stage {})", e.dp_stage);
     d.formula =
-        "micro-batches x params x ((forward gathers + 1 backward gather) x 2 B + bytes per "
-        "gradient) x (n-1)/n";
-    d.value = mb * busy.total() * ((gathers + 1) * 2.0 + grad_bytes) * (nn - 1) / nn + tied_bytes;
-    d.substituted =
-        fmt::format("{} x {} x (({:g} + 1) x 2 B + {:g} B) x {}/{}{}", mb,
-                    params_text(busy.total()), gathers, grad_bytes, n - 1, n, tied_text);
+        "micro-batches x ((forward gathers + 1 backward gather) x 2 B + bytes per gradient) x "
+        "(dense params x (n-1)/n + expert params x (n_e-1)/n_e)";
+    d.value =
+        mb * ((gathers + 1) * 2.0 + grad_bytes) * (busy.dense * ring(n) + busy.expert * ring(ne)) +
+        tied_bytes;
+    d.substituted = fmt::format("{} x (({:g} + 1) x 2 B + {:g} B) x ({} x {}/{} + {} x {}/{}){}",
+                                mb, gathers, grad_bytes, params_text(busy.dense), n - 1, n,
+                                params_text(busy.expert), ne - 1, ne, tied_text);
     d.result = human_bytes(d.value);
     d.estimator_value = e.comm_volume_bytes[static_cast<int>(CommDim::kDP)];
     out.push_back(d);

@@ -36,20 +36,27 @@ DpStage dp_stage(const ModelSpec& m, const ParamCounts& counts, const Plan& p, i
   reduce(ds.prm.expert, groups.edp);
   if (ds.prm.total() > 0)
     ds.bucket_share = std::min(1.0, default_bucket_params(groups.dp.size) / ds.prm.total());
-  if (p.zero == 3 && groups.dp.size > 1) {
+  if (p.zero == 3) {
     // One collective per layer (FSDP's flat or foreach buffers, Megatron-FSDP's buckets), or
-    // one per parameter tensor (DeepSpeed stage 3 of 2021).
-    const GroupPlacement& g = groups.dp;
-    const double n = g.size;
-    const double layer_params = ds.prm.total() / std::max(1, layers.total());
+    // one per parameter tensor (DeepSpeed stage 3 of 2021), for each group the layer's
+    // parameters are sharded over: dense ones over the data-parallel group, experts over the
+    // expert-data-parallel group (its own placement: with EP filling a node, one rank per node
+    // on that node's share of the NICs), one after the other on the communication stream.
     const int tensors = p.zero3_gather_per_tensor ? param_tensors_per_layer(m) : 1;
-    auto per_layer = [&](CollectiveOp op, double bytes_per_param) {
-      return tensors * price(op, layer_params / tensors * bytes_per_param, g);
+    const double l = std::max(1, layers.total());
+    auto add = [&](double params, const GroupPlacement& g) {
+      if (g.size <= 1 || params <= 0) return;
+      const double n = g.size, layer_params = params / l;
+      auto per_layer = [&](CollectiveOp op, double bytes_per_param) {
+        return tensors * price(op, layer_params / tensors * bytes_per_param, g);
+      };
+      ds.layer_gather_s += per_layer(CollectiveOp::kAllGather, 2.0);
+      ds.layer_reduce_s += per_layer(CollectiveOp::kReduceScatter, grad_bytes);
+      ds.layer_gather_bytes += layer_params * 2.0 * (n - 1) / n;
+      ds.layer_reduce_bytes += layer_params * grad_bytes * (n - 1) / n;
     };
-    ds.layer_gather_s = per_layer(CollectiveOp::kAllGather, 2.0);
-    ds.layer_reduce_s = per_layer(CollectiveOp::kReduceScatter, grad_bytes);
-    ds.layer_gather_bytes = layer_params * 2.0 * (n - 1) / n;
-    ds.layer_reduce_bytes = layer_params * grad_bytes * (n - 1) / n;
+    add(ds.prm.dense, groups.dp);
+    add(ds.prm.expert, groups.edp);
   }
   return ds;
 }

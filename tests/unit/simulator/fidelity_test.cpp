@@ -280,6 +280,40 @@ TEST(ParamGather, DefaultBucketIsMegatronCores) {
   EXPECT_DOUBLE_EQ(default_bucket_params(256), 256e6);
 }
 
+// ZeRO-3 with experts: dense parameters are gathered over the data-parallel group, experts over
+// the expert-data-parallel group. With EP8 filling each DGX H100, that group has one rank per
+// node, and the node's eight such groups share its eight 400 Gb/s NICs (DGX H100 datasheet:
+// 8 x ConnectX-7): an expert gather cannot beat 50 GB/s per GPU. It was priced on the DP
+// group's placement (about 290 GB/s, found by a new-user trial). With EP = DP nothing of the
+// experts is sharded, so only the dense parameters move.
+TEST(Zero3, ExpertsGatherOverTheExpertDataParallelGroup) {
+  const ModelSpec m = load_model("mixtral-8x22b");
+  const Cluster c = load_cluster("dgx-h100", 512);
+  Plan p = plan(1, 128, false);
+  p.pp = 4;
+  p.ep = 8;
+  p.zero = 3;
+  const Placements g = place_groups(p, c.profile, 512);
+  ASSERT_EQ(g.edp.size, 16);
+  const RankLayers l = layers_on_rank(m, p, 0);
+  const CollectivePrice price{&price_fn, nullptr};
+  const DpStage s = dp_stage(m, count_params(m), p, 0, l, g, 4.0, price);
+  ASSERT_GT(s.prm.expert, 0);
+  const double expert_layer_sent = s.prm.expert / l.total() * 2.0 * 15 / 16;
+  EXPECT_GE(s.layer_gather_s, expert_layer_sent / 50e9);
+  EXPECT_NEAR(s.layer_gather_bytes * l.total(),
+              (s.prm.dense * 127 / 128 + s.prm.expert * 15 / 16) * 2.0, 1e-6 * s.prm.total());
+
+  Plan q = plan(1, 8, false);
+  q.ep = 8;
+  q.zero = 3;
+  const Placements h = place_groups(q, c.profile, 8);
+  ASSERT_EQ(h.edp.size, 1);
+  const RankLayers lq = layers_on_rank(m, q, 0);
+  const DpStage t = dp_stage(m, count_params(m), q, 0, lq, h, 4.0, price);
+  EXPECT_NEAR(t.layer_gather_bytes * lq.total(), t.prm.dense * 2.0 * 7 / 8, 1e-6 * t.prm.dense);
+}
+
 // A rank's bucket share: one default bucket over the parameters it reduces (Llama 3 8B, one
 // stage, DP 256: 256M of about 8.0B parameters).
 TEST(ParamGather, BucketShareIsOneBucketOfTheRanksParameters) {
