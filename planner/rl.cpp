@@ -76,10 +76,12 @@ class TrainingSearches {
   }
   // The fastest layout at the mean sample whose memory also holds the longest sample alone in
   // a micro-batch (a packed micro-batch holds at least it): the search ranks at the mean, the
-  // plans are then checked at `seq_long` in rank order.
+  // plans are then checked at `seq_long` in rank order. Colocated, `resident_cap` (bytes, 0:
+  // none) bounds what the trainer keeps on the GPU while the rollout runs: its weights, and its
+  // gradients and optimizer states unless they are offloaded.
   const TrainingFit& get(const ModelSpec& m, int gpus, int64_t seq, int64_t samples,
-                         double longest_tokens) {
-    const auto key = std::make_tuple(m.name, gpus, seq, samples);
+                         double longest_tokens, double resident_cap = 0) {
+    const auto key = std::make_tuple(m.name, gpus, seq, samples, resident_cap);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
     TrainingFit f;
@@ -95,9 +97,21 @@ class TrainingSearches {
     opt.threads = threads_;
     const SearchResult r = search(m, cl, w, c_.space, opt, AnalyticEvaluator());
     const double cap = cl.profile.gpu.memory_gib * kGiB * (1 - opt.memory_margin);
-    double smallest_long = 0;
-    std::string smallest_plan;
+    double smallest_long = 0, smallest_resident = 0;
+    std::string smallest_plan, smallest_resident_plan;
     for (const Candidate& cand : r.top) {
+      if (resident_cap > 0) {
+        const StageMemory& mem = cand.estimate.memory_peak;
+        const double resident =
+            mem.weights_bytes + (c_.offload ? 0.0 : mem.grads_bytes + mem.optimizer_bytes);
+        if (resident > resident_cap) {
+          if (smallest_resident == 0 || resident < smallest_resident) {
+            smallest_resident = resident;
+            smallest_resident_plan = cand.plan.describe();
+          }
+          continue;
+        }
+      }
       const int64_t unit = 128 * int64_t{cand.plan.cp};
       const int64_t seq_long =
           static_cast<int64_t>(std::ceil(longest_tokens / double(unit))) * unit;
@@ -120,7 +134,14 @@ class TrainingSearches {
       f.estimate = cand.estimate;
       break;
     }
-    if (!f.found && !r.top.empty()) {
+    if (!f.found && !r.top.empty() && smallest_long == 0 && smallest_resident > 0) {
+      f.why = fmt::format(
+          "the trainer's resident state fits beside the rollout's share of HBM ({:.1f} GiB left) "
+          "in none of the {} fastest layouts (the least: {:.1f} GiB per GPU with {}); {}lower "
+          "rollout.colocated_gpu_memory_utilization",
+          resident_cap / kGiB, r.top.size(), smallest_resident / kGiB, smallest_resident_plan,
+          c_.offload ? "" : "offload gradients and optimizer states (training.offload: true) or ");
+    } else if (!f.found && !r.top.empty()) {
       f.why = fmt::format(
           "the longest sample ({:.0f} tokens) fits none of the {} fastest layouts at one sample "
           "per micro-batch (the least memory: {:.1f} GiB of {:.1f} with {})",
@@ -141,7 +162,7 @@ class TrainingSearches {
  private:
   const RlConfig& c_;
   int threads_;
-  std::map<std::tuple<std::string, int, int64_t, int64_t>, TrainingFit> cache_;
+  std::map<std::tuple<std::string, int, int64_t, int64_t, double>, TrainingFit> cache_;
   std::map<std::tuple<int, int, int, double>, GenerationResult> generations_;
 };
 
@@ -289,7 +310,12 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
 
   // Training first (colocated: its resident state takes HBM from the rollout's KV cache).
   const double longest = c.prompt_tokens + std::round(c.response.quantile(1.0 - 0.5 / double(N)));
-  const TrainingFit& tf = searches.get(c.policy, r.training_gpus, seq, mini, longest);
+  // Colocated, the trainer keeps its state beside the rollout's share of HBM: the fastest layout
+  // whose resident state fits there.
+  const double colocated_room =
+      separate ? 0.0 : (1.0 - c.colocated_gpu_memory_utilization) * hw.gpu.memory_gib * kGiB;
+  const TrainingFit& tf =
+      searches.get(c.policy, r.training_gpus, seq, mini, longest, colocated_room);
   if (!tf.found) {
     *why = fmt::format("policy training on {} GPUs: {}", r.training_gpus, tf.why);
     *no_training_layout = true;

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/catalog.h"
+#include "core/error.h"
 #include "simulator/cost/inference_cost.h"
 
 namespace dtplan {
@@ -319,6 +320,38 @@ TEST(RlStep, ArchitecturesKeepTheirInvariants) {
   ASSERT_GT(phase_s(dis, "reward"), 0);
   EXPECT_NEAR(gpu_s(dis, "reward"), phase_s(dis, "reward") * dis.rollout_gpus, 1e-9);
   EXPECT_NEAR(gpu_s(colo, "reward"), phase_s(colo, "reward") * 256, 1e-9);
+}
+
+// Colocated, the trainer keeps its state beside the rollout's share of HBM, so the layout is the
+// fastest whose resident state (weights, gradients, optimizer) fits there: as the engine takes
+// more, the layouts shard more, and none is picked that does not fit (the search took the
+// fastest and then refused the architecture when it did not fit).
+TEST(RlStep, ColocatedTrainingLayoutFitsBesideTheRollout) {
+  rl::RlConfig c = example("grpo-70b-colocated.yaml");
+  c.architecture = rl::Architecture::kColocated;
+  // Without ZeRO-3 in the space, the fastest layouts keep the most state per GPU.
+  c.space.zero = {0, 1, 2};
+  const double hbm = c.cluster.profile.gpu.memory_gib * 1073741824.0;
+  double last_resident = 0;
+  int feasible = 0;
+  for (double util : {0.5, 0.7, 0.8, 0.85}) {
+    rl::RlConfig x = c;
+    x.colocated_gpu_memory_utilization = util;
+    rl::RlResult r;
+    try {
+      r = rl::evaluate_rl(x, 1);
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("resident state"), std::string::npos) << e.what();
+      continue;
+    }
+    ++feasible;
+    EXPECT_LE(r.trainer_resident_bytes, (1 - util) * hbm) << util;
+    if (last_resident > 0) {
+      EXPECT_LE(r.trainer_resident_bytes, last_resident) << util;
+    }
+    last_resident = r.trainer_resident_bytes;
+  }
+  EXPECT_GE(feasible, 2);
 }
 
 TEST(RlStep, PpoWithACriticAndARewardModel) {
