@@ -39,9 +39,44 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
     throw InputError({}, "--rank",
                      fmt::format("{} has {} ranked plans; --rank {} is out of range", path,
                                  j["top"].size(), rank));
-  check_json_integers(j["top"][static_cast<size_t>(rank - 1)]["plan"], path, {},
-                      fmt::format("/top/{}/plan", rank - 1));
+  const std::string at = fmt::format("/top/{}", rank - 1);
+  const nlohmann::json& entry = j["top"][static_cast<size_t>(rank - 1)];
+  if (!entry.is_object() || !entry.contains("plan") || !entry["plan"].is_object())
+    throw InputError(
+        {path, 0, 0}, "--from",
+        fmt::format("{}: expected a ranked plan (an object with a 'plan' object)", at));
+  check_json_integers(entry["plan"], path, {}, at + "/plan");
   if (j.contains("cluster")) check_json_integers(j["cluster"], path, {}, "/cluster");
+  // The plan's values pass the checks of the flags that would set them (one validation for a
+  // command line and a file): a hand-edited gbs of -64, a recompute of "bogus".
+  static constexpr std::pair<const char*, const char*> kPlanFlags[] = {
+      {"tp", "--tp"},
+      {"pp", "--pp"},
+      {"dp", "--dp"},
+      {"cp", "--cp"},
+      {"ep", "--ep"},
+      {"etp", "--etp"},
+      {"vpp", "--vpp"},
+      {"sp", "--sp"},
+      {"zero", "--zero"},
+      {"recompute", "--recompute"},
+      {"recompute_layers", "--recompute-layers"},
+      {"offload_layers", "--cpu-offloading-num-layers"},
+      {"uneven_pp", "--uneven-pp"},
+      {"account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split"},
+      {"account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split"},
+      {"stage_split", "--stage-split"},
+      {"mbs", "--mbs"},
+      {"gbs", "--gbs"},
+      {"seq", "--seq"},
+      {"schedule", "--schedule"},
+      {"precision", "--precision"},
+      {"attention", "--attention"}};
+  PlanOptions scratch;
+  check_json_as_flags(entry["plan"], path, at + "/plan", kPlanFlags, [&](CLI::App& a) {
+    scratch = PlanOptions{};
+    add_plan_options(a, scratch);
+  });
   try {
     const auto& p = j["top"][static_cast<size_t>(rank - 1)]["plan"];
     // The model as the search was given it (a zoo name or a file; "model" is only its display

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <span>
 
 #include "core/atomic_file.h"
@@ -42,6 +43,49 @@ CLI::Validator finite_range(double lo, double hi) {
         return "";
       },
       fmt::format("in [{:g}, {:g}]", lo, hi));
+}
+
+void check_json_as_flags(const nlohmann::json& obj, const std::string& path,
+                         const std::string& pointer, JsonFlagKeys keys,
+                         const std::function<void(CLI::App&)>& add,
+                         const nlohmann::json* defaults) {
+  for (const auto& [key, flag] : keys) {
+    if (!obj.contains(key)) continue;
+    const nlohmann::json& v = obj[key];
+    if (defaults && defaults->contains(key) && (*defaults)[key] == v) continue;
+    if (v.is_string() && v.get<std::string>().empty()) continue;  // what an unset option records
+    const std::string at = pointer + "/" + key;
+    auto refuse = [&](const std::string& why) {
+      throw InputError({path, 0, 0}, "--from",
+                       why.rfind(flag, 0) == 0
+                           ? fmt::format("{}: {}", at, why)
+                           : fmt::format("{}: {} (as {} takes it)", at, why, flag));
+    };
+    CLI::App scratch;
+    add(scratch);
+    const CLI::Option* opt = scratch.get_option_no_throw(flag);
+    if (!opt) refuse("no such flag");  // a table naming a flag its command does not have
+    std::vector<std::string> args{flag};
+    if (opt->get_expected_max() == 0) {  // a flag without a value
+      if (!v.is_boolean()) refuse(fmt::format("{} is not true or false", v.dump()));
+      if (!v.get<bool>()) continue;
+    } else if (v.is_string()) {
+      args.push_back(v.get<std::string>());
+    } else if (v.is_number_integer() || v.is_number_unsigned()) {
+      args.push_back(v.dump());
+    } else if (v.is_number_float()) {
+      args.push_back(fmt::format("{:.17g}", v.get<double>()));
+    } else {
+      refuse(fmt::format("{} is not a value the flag takes", v.dump()));
+    }
+    // CLI11 parses the arguments back to front.
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    try {
+      scratch.parse(reversed);
+    } catch (const CLI::ParseError& e) {
+      refuse(e.what());
+    }
+  }
 }
 
 void add_resilience_options(CLI::App& app, SpecOptions& o) {

@@ -2,10 +2,14 @@
 // (Megatron-LM names). Turning them into specs happens here, once, for every command.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/catalog.h"
 #include "core/plan.h"
@@ -73,6 +77,18 @@ void add_resilience_options(CLI::App& app, SpecOptions& o);
 // The add_resilience_options flags given on `cmd` copied from `given` into `into` (a file's
 // recorded flags, `--from`, that the command line overrides).
 void keep_given_resilience_flags(const CLI::App& cmd, const SpecOptions& given, SpecOptions& into);
+
+// Holds values read back from a JSON file (`--from`) to the checks of the flags that set them,
+// so that a file and a command line pass one validation: each (key, flag) of `keys` that `obj`
+// holds is parsed as `flag value` (a flag without a value: `true` gives it, `false` not) by a
+// scratch command that `add` builds; with `defaults`, keys whose value equals the default's
+// (what an unset flag records) are left out. A refusal is an InputError naming the file, the
+// JSON pointer (`pointer`/key), the flag and the flag's reason.
+using JsonFlagKeys = std::span<const std::pair<const char*, const char*>>;
+void check_json_as_flags(const nlohmann::json& obj, const std::string& path,
+                         const std::string& pointer, JsonFlagKeys keys,
+                         const std::function<void(CLI::App&)>& add,
+                         const nlohmann::json* defaults = nullptr);
 
 struct Resolved {
   ModelSpec model;

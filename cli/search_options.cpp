@@ -391,6 +391,90 @@ std::string recorded_spec_from(const std::string& recorded, const std::string& s
                                                       : recorded;
 }
 
+namespace {
+
+// The flags a search ran with, as its JSON records them (`flags`): `report --from` reads them
+// back; recorded_flags(SearchFlags{}, "") is what unset flags record. `gbs` is the batch pin as
+// applied.
+nlohmann::json recorded_flags(const SearchFlags& f, const std::string& gbs) {
+  return {{"model", recorded_spec(f.spec.model)},
+          {"cluster", recorded_spec(f.spec.cluster)},
+          {"gpus", f.spec.gpus},
+          {"tp", f.tp},
+          {"pp", f.pp},
+          {"cp", f.cp},
+          {"ep", f.ep},
+          {"etp", f.etp},
+          {"vpp", f.vpp},
+          {"mbs", f.mbs},
+          {"zero", f.zero},
+          {"recompute", f.recompute},
+          {"schedule", f.schedule},
+          {"sp", f.sp},
+          {"objective", f.objective},
+          {"framework", f.framework},
+          {"precision", f.precision},
+          {"gbs", gbs},
+          {"gbs_tokens", f.gbs_tokens},
+          {"seq", f.seq},
+          {"top", f.top},
+          {"memory_margin", f.margin},
+          {"allow_cross_node_tp", f.cross_node_tp},
+          {"distinct", distinct_ranking(f)},  // as applied (the default is distinct)
+          {"no_distinct", f.no_distinct},
+          {"train_tokens", f.train_tokens},
+          {"deadline_days", f.deadline_days},
+          {"budget_gpu_hours", f.budget_gpu_hours},
+          {"max_gpus", f.max_gpus},
+          // The job beyond its step (add_resilience_options), so that `report --from`
+          // prices checkpoints and failures as the search did.
+          {"loader_tokens_per_s_per_node", f.spec.loader_tokens_per_s_per_node},
+          {"async_save", f.spec.async_save},
+          {"restart_s", f.spec.restart_s},
+          {"checkpoint_interval_s", f.spec.checkpoint_interval_s},
+          {"mtbf_per_gpu_hours", f.spec.mtbf_per_gpu_hours},
+          {"skipped_steps", f.spec.skipped_step_fraction},
+          {"straggler_fraction", f.spec.straggler_fraction},
+          {"straggler_factor", f.spec.straggler_factor}};
+}
+
+// The recorded flags that pass back through their flags' own checks (check_json_as_flags).
+constexpr std::pair<const char*, const char*> kRecordedFlags[] = {
+    {"gpus", "--gpus"},
+    {"tp", "--tp"},
+    {"pp", "--pp"},
+    {"cp", "--cp"},
+    {"ep", "--ep"},
+    {"etp", "--etp"},
+    {"vpp", "--vpp"},
+    {"mbs", "--mbs"},
+    {"zero", "--zero"},
+    {"recompute", "--recompute"},
+    {"schedule", "--schedule"},
+    {"sp", "--sp"},
+    {"objective", "--objective"},
+    {"precision", "--precision"},
+    {"gbs_tokens", "--gbs-tokens"},
+    {"seq", "--seq"},
+    {"top", "--top"},
+    {"memory_margin", "--memory-margin"},
+    {"allow_cross_node_tp", "--allow-cross-node-tp"},
+    {"no_distinct", "--no-distinct"},
+    {"train_tokens", "--train-tokens"},
+    {"deadline_days", "--deadline-days"},
+    {"budget_gpu_hours", "--budget-gpu-hours"},
+    {"max_gpus", "--max-gpus"},
+    {"loader_tokens_per_s_per_node", "--loader-tokens-per-s-per-node"},
+    {"async_save", "--async-save"},
+    {"restart_s", "--restart-s"},
+    {"checkpoint_interval_s", "--checkpoint-interval-s"},
+    {"mtbf_per_gpu_hours", "--mtbf-per-gpu-hours"},
+    {"skipped_steps", "--skipped-steps"},
+    {"straggler_fraction", "--straggler-fraction"},
+    {"straggler_factor", "--straggler-factor"}};
+
+}  // namespace
+
 nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const SearchResult& r,
                               const char* evaluator, int refined_with_des) {
   const double gib = units::kGiB;
@@ -427,47 +511,9 @@ nlohmann::json search_to_json(const SearchFlags& f, const SearchSetup& s, const 
       std::count_if(r.top.begin(), r.top.end(), [](const Candidate& c) { return c.refined; });
   j["refined_with_des"] = refined;  // of the ranked plans shown
   j["framework"] = f.framework;
-  j["flags"] = {{"model", recorded_spec(f.spec.model)},
-                {"cluster", recorded_spec(f.spec.cluster)},
-                {"gpus", f.spec.gpus},
-                {"tp", f.tp},
-                {"pp", f.pp},
-                {"cp", f.cp},
-                {"ep", f.ep},
-                {"etp", f.etp},
-                {"vpp", f.vpp},
-                {"mbs", f.mbs},
-                {"zero", f.zero},
-                {"recompute", f.recompute},
-                {"schedule", f.schedule},
-                {"sp", f.sp},
-                {"objective", f.objective},
-                {"framework", f.framework},
-                {"precision", f.precision},
-                {"gbs", f.gbs_tokens.empty()
-                            ? (f.gbs.empty() ? std::to_string(s.workload.global_batch) : f.gbs)
-                            : std::string()},
-                {"gbs_tokens", f.gbs_tokens},
-                {"seq", f.seq},
-                {"top", f.top},
-                {"memory_margin", f.margin},
-                {"allow_cross_node_tp", f.cross_node_tp},
-                {"distinct", distinct_ranking(f)},  // as applied (the default is distinct)
-                {"no_distinct", f.no_distinct},
-                {"train_tokens", f.train_tokens},
-                {"deadline_days", f.deadline_days},
-                {"budget_gpu_hours", f.budget_gpu_hours},
-                {"max_gpus", f.max_gpus},
-                // The job beyond its step (add_resilience_options), so that `report --from`
-                // prices checkpoints and failures as the search did.
-                {"loader_tokens_per_s_per_node", f.spec.loader_tokens_per_s_per_node},
-                {"async_save", f.spec.async_save},
-                {"restart_s", f.spec.restart_s},
-                {"checkpoint_interval_s", f.spec.checkpoint_interval_s},
-                {"mtbf_per_gpu_hours", f.spec.mtbf_per_gpu_hours},
-                {"skipped_steps", f.spec.skipped_step_fraction},
-                {"straggler_fraction", f.spec.straggler_fraction},
-                {"straggler_factor", f.spec.straggler_factor}};
+  j["flags"] = recorded_flags(
+      f, f.gbs_tokens.empty() ? (f.gbs.empty() ? std::to_string(s.workload.global_batch) : f.gbs)
+                              : std::string());
   j["stats"] = {{"enumerated", r.enumerated}, {"evaluated", r.evaluated},
                 {"feasible", r.feasible},     {"exhausted", r.exhausted},
                 {"elapsed_s", r.elapsed_s},   {"plans_per_s", r.plans_per_s()},
@@ -554,6 +600,20 @@ SearchFlags search_flags_from_json(const std::string& path) {
   if (j.contains("cluster")) check_json_integers(j["cluster"], path, large, "/cluster");
   if (j.contains("workload")) check_json_integers(j["workload"], path, large, "/workload");
   SearchFlags f;
+  if (j.contains("flags")) {
+    if (!j["flags"].is_object())
+      throw InputError({path, 0, 0}, "--from", "/flags: expected the search's recorded flags");
+    // Every recorded value that is not an unset flag's passes its flag's own checks.
+    const nlohmann::json defaults = recorded_flags(SearchFlags{}, "");
+    SearchFlags scratch;
+    check_json_as_flags(
+        j["flags"], path, "/flags", kRecordedFlags,
+        [&](CLI::App& a) {
+          scratch = SearchFlags{};
+          add_search_flags(a, scratch);
+        },
+        &defaults);
+  }
   try {
     if (j.contains("flags")) {
       const auto& g = j["flags"];
@@ -588,26 +648,17 @@ SearchFlags search_flags_from_json(const std::string& path) {
       f.deadline_days = g.value("deadline_days", 0.0);
       f.budget_gpu_hours = g.value("budget_gpu_hours", 0.0);
       f.max_gpus = g.value("max_gpus", 0);
-      // The resilience flags (files before 2026-12-04 have none: the defaults), held to the
-      // ranges their flags take (add_resilience_options).
-      auto in_range = [&](const char* key, double fallback, double lo, double hi,
-                          bool allow_fallback) {
-        const double v = g.value(key, fallback);
-        if (allow_fallback && v == fallback) return v;
-        if (!std::isfinite(v) || v < lo || v > hi)
-          throw InputError({path, 0, 0}, "--from",
-                           fmt::format("/flags/{}: {} is not in [{:g}, {:g}]", key, v, lo, hi));
-        return v;
-      };
+      // The resilience flags (files before 2026-12-04 have none: the defaults).
+      const SpecOptions none;
       f.spec.loader_tokens_per_s_per_node =
-          in_range("loader_tokens_per_s_per_node", 0, 1.0, 1e15, true);
-      f.spec.async_save = g.value("async_save", false);
-      f.spec.restart_s = in_range("restart_s", -1, 0.0, 1e9, true);
-      f.spec.checkpoint_interval_s = in_range("checkpoint_interval_s", 0, 1.0, 1e9, true);
-      f.spec.mtbf_per_gpu_hours = in_range("mtbf_per_gpu_hours", 0, 1.0, 1e12, true);
-      f.spec.skipped_step_fraction = in_range("skipped_steps", 0, 0.0, 0.5, true);
-      f.spec.straggler_fraction = in_range("straggler_fraction", 0, 0.0, 1.0, true);
-      f.spec.straggler_factor = in_range("straggler_factor", 0, 1.0, 1000.0, true);
+          g.value("loader_tokens_per_s_per_node", none.loader_tokens_per_s_per_node);
+      f.spec.async_save = g.value("async_save", none.async_save);
+      f.spec.restart_s = g.value("restart_s", none.restart_s);
+      f.spec.checkpoint_interval_s = g.value("checkpoint_interval_s", none.checkpoint_interval_s);
+      f.spec.mtbf_per_gpu_hours = g.value("mtbf_per_gpu_hours", none.mtbf_per_gpu_hours);
+      f.spec.skipped_step_fraction = g.value("skipped_steps", none.skipped_step_fraction);
+      f.spec.straggler_fraction = g.value("straggler_fraction", none.straggler_fraction);
+      f.spec.straggler_factor = g.value("straggler_factor", none.straggler_factor);
     } else {  // older files: no pins recorded, the whole space is searched
       f.spec.model = j.at("model");
       f.spec.cluster = j.at("cluster").at("profile");

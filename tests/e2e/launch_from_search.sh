@@ -65,10 +65,10 @@ j["flags"]["precision"] = "fp4"
 json.dump(j, open("bad_precision.json", "w"))
 PY
 rc=0; "$bin" launch --from bad_seq.json --format megatron --out run_bad 2> bad_seq.err || rc=$?
-[[ $rc -eq 2 ]] && grep -q -- "--seq: must lie in 1..2^30, got -2048" bad_seq.err && [[ ! -e run_bad ]] ||
+[[ $rc -eq 2 ]] && grep -q -- "/top/0/plan/seq: --seq: Value -2048 not in range 1 to 1073741824" bad_seq.err && [[ ! -e run_bad ]] ||
   { echo "FAIL: launch --from with seq -2048: rc $rc: $(cat bad_seq.err)"; exit 1; }
 rc=0; "$bin" report --from bad_precision.json --out bad.md 2> bad_precision.err || rc=$?
-[[ $rc -eq 2 ]] && grep -q -- "--precision: unknown precision 'fp4'" bad_precision.err && [[ ! -e bad.md ]] ||
+[[ $rc -eq 2 ]] && grep -q -- "/flags/precision: --precision: fp4 not in {bf16,fp16,fp8}" bad_precision.err && [[ ! -e bad.md ]] ||
   { echo "FAIL: report --from with precision fp4: rc $rc: $(cat bad_precision.err)"; exit 1; }
 # A model given as a file: the search records its absolute path, so launch --from and report
 # --from work from another folder (they used to look the model up by its display name, which
