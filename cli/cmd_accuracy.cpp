@@ -165,9 +165,13 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       j["layer_cases"] = nlohmann::json::array();
       for (const auto& r : layer_results) j["layer_cases"].push_back(case_json(r));
       auto summary_json = [](const AccuracySummary& x) {
-        nlohmann::json sj = {{"mape_pct", x.mape_pct},
-                             {"median_abs_pct", x.median_abs_pct},
-                             {"max_abs_pct", x.max_abs_pct},
+        // No case predicted: no error to state (null, not 0%).
+        auto figure = [&](double v) {
+          return x.cases_predicted > 0 ? nlohmann::json(v) : nlohmann::json();
+        };
+        nlohmann::json sj = {{"mape_pct", figure(x.mape_pct)},
+                             {"median_abs_pct", figure(x.median_abs_pct)},
+                             {"max_abs_pct", figure(x.max_abs_pct)},
                              {"cases_total", x.cases_total},
                              {"cases_predicted", x.cases_predicted},
                              {"memory_cases", x.memory_cases},
@@ -243,10 +247,15 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
         fmt::format_to(o, "{:<34} {:>6} {:>8.2f}% {:>9} {:>10}\n", g.group, g.cases, g.mape_pct,
                        g.spearman ? fmt::format("{:.3f}", *g.spearman) : "-",
                        g.layout_sets ? fmt::format("{}/{}", g.best_in_top3, g.layout_sets) : "-");
-      fmt::format_to(o,
-                     "\nall cases: MAPE {:.2f}%, median |error| {:.2f}%, max |error| {:.2f}%, "
-                     "coverage {}/{}\n",
-                     s.mape_pct, s.median_abs_pct, s.max_abs_pct, s.cases_predicted, s.cases_total);
+      if (s.cases_predicted > 0)
+        fmt::format_to(o,
+                       "\nall cases: MAPE {:.2f}%, median |error| {:.2f}%, max |error| {:.2f}%, "
+                       "coverage {}/{}\n",
+                       s.mape_pct, s.median_abs_pct, s.max_abs_pct, s.cases_predicted,
+                       s.cases_total);
+      else
+        fmt::format_to(o, "\nall cases: no case predicted (coverage 0/{}): no error to state\n",
+                       s.cases_total);
       if (s.memory_cases > 0)
         fmt::format_to(o,
                        "peak memory (the {} predicted cases whose source prints it): mean |error| "
@@ -280,6 +289,15 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
     }
     write_output(text, out);
     ctx.exit_code = 0;
+    // A file none of whose cases can be predicted measures nothing: a gate reading the summary
+    // must not pass (the output above lists each case's reason).
+    if (s.cases_total > 0 && s.cases_predicted == 0) {
+      fmt::print(stderr,
+                 "dtplan: error: {}: none of its {} case(s) could be predicted; each one's reason "
+                 "is listed in the output\n",
+                 cases_path, s.cases_total);
+      ctx.exit_code = 2;
+    }
   });
 }
 

@@ -147,6 +147,9 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
   j["bubble_fraction"] = e.bubble_fraction;
   j["mfu"] = e.mfu;
   j["hfu"] = e.hfu;
+  // The peak MFU and HFU are of (the training precision's dense peak per GPU).
+  j["mfu_peak_tflops"] = e.mfu > 0 ? e.model_tflops_per_gpu / e.mfu : 0.0;
+  j["mfu_peak_precision"] = to_string(r.workload.precision);
   j["flops_convention"] = describe(conv);
   j["model_flops_per_step"] = e.model_flops;
   j["model_tflops_per_gpu"] = e.model_tflops_per_gpu;
@@ -291,6 +294,18 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
   fmt::format_to(
       out, "{:<28} {:>9.1f}%  HFU {:.1f}%{}\n", "MFU", 100 * e.mfu, 100 * e.hfu,
       band ? fmt::format("  (MFU p10-p90 {:.1f}–{:.1f}%)", 100 * u.mfu_low, 100 * u.mfu_high) : "");
+  // Which peak the ratios are of: the training precision's (FP8 runs against the FP8 peak, twice
+  // the BF16 one on Hopper and Blackwell), with the BF16 reading beside it for comparison.
+  if (e.mfu > 0) {
+    const double peak_tflops = e.model_tflops_per_gpu / e.mfu;
+    const double bf16_tflops = r.cluster.profile.gpu.peak_flops(Precision::kBf16) / 1e12;
+    fmt::format_to(out, "  (of the {:.0f} TFLOP/s {} dense peak{})\n", peak_tflops,
+                   to_string(r.workload.precision),
+                   r.workload.precision == Precision::kFp8 && bf16_tflops > 0
+                       ? fmt::format("; MFU {:.1f}% of the BF16 peak",
+                                     100 * e.model_tflops_per_gpu / bf16_tflops)
+                       : "");
+  }
   fmt::format_to(out, "  ({})\n", describe(conv));
   fmt::format_to(out, "{:<28} {:>9.1f}%   exposed communication share {:.1f}%\n", "bubble fraction",
                  100 * e.bubble_fraction, 100 * e.comm_share);

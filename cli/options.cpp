@@ -136,7 +136,9 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
       ->group(g);
   app.add_option("--cp", o.cp, "Context-parallel size")->check(CLI::Range(1, 1024))->group(g);
   app.add_option("--ep", o.ep, "Expert-parallel size")->check(CLI::Range(1, 4096))->group(g);
-  app.add_option("--etp", o.etp, "Expert tensor-parallel size (default: tp)")
+  app.add_option("--etp", o.etp,
+                 "Expert tensor-parallel size (default: 1, as MoE recipes set it; Megatron-LM's "
+                 "own default is tp, arguments.py:587 @d98e8a6, so launch writes the value)")
       ->check(CLI::Range(1, 1024))
       ->group(g);
   app.add_option("--vpp", o.vpp, "Virtual pipeline stages per pipeline rank")

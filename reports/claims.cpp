@@ -542,29 +542,8 @@ ClaimResult check_claim(const Claim& c, const ClaimCheckOptions& opt) {
     x.gpu = hw->gpu.name;
     out.notes.push_back(fmt::format("peak: {:.0f} TFLOP/s {} per {} (profile {})", x.peak / 1e12,
                                     c.precision, x.gpu, hw->name));
-    // The kernel ceiling: the GEMM asymptote at the claim's precision, or a fused attention
-    // kernel's (of the BF16 peak, rescaled), whichever is higher.
-    const EfficiencyParams& ef = hw->efficiency;
-    auto consider = [&](double share, const std::string& what) {
-      if (share > x.ceiling) {
-        x.ceiling = share;
-        x.ceiling_text = fmt::format("{}, profile {}", what, hw->name);
-      }
-    };
-    if (prec == Precision::kFp8) {
-      consider(ef.gemm_max_fraction_fp8, "FP8 GEMMs, efficiency.gemm_max_fraction_fp8");
-      consider(ef.gemm_max_fraction_mxfp8, "MXFP8 GEMMs, efficiency.gemm_max_fraction_mxfp8");
-    } else {
-      consider(ef.gemm_max_fraction, "GEMMs, efficiency.gemm_max_fraction");
-    }
-    const double to_claim = hw->gpu.peak_flops(Precision::kBf16) / x.peak;
-    consider(ef.attention_fwd_max_fraction * to_claim,
-             "attention forward, efficiency.attention_fwd_max_fraction");
-    consider(ef.attention_bwd_max_fraction * to_claim,
-             "attention backward, efficiency.attention_bwd_max_fraction");
-    for (const EfficiencyParams::AttentionCurve& k : ef.attention_kernels)
-      consider(std::max(k.fwd_max_fraction, k.bwd_max_fraction) * to_claim,
-               fmt::format("{} attention, efficiency.attention_kernels", k.kernel));
+    // The kernel ceiling (uncertainty.h): no run beats the profile's fastest kernel.
+    x.ceiling = kernel_ceiling(*hw, prec, &x.ceiling_text);
   }
   // FLOPs per token: dtplan's model count (Megatron's num_floating_point_operations, attention
   // included) when the model is known, else 6 x parameters (active ones for MoE).

@@ -3,7 +3,37 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 namespace dtplan {
+
+double kernel_ceiling(const HardwareProfile& hw, Precision precision, std::string* what) {
+  const double peak = hw.gpu.peak_flops(precision);
+  if (peak <= 0) return 0;
+  double ceiling = 0;
+  auto consider = [&](double share, const std::string& which) {
+    if (share > ceiling) {
+      ceiling = share;
+      if (what) *what = fmt::format("{}, profile {}", which, hw.name);
+    }
+  };
+  const EfficiencyParams& ef = hw.efficiency;
+  if (precision == Precision::kFp8) {
+    consider(ef.gemm_max_fraction_fp8, "FP8 GEMMs, efficiency.gemm_max_fraction_fp8");
+    consider(ef.gemm_max_fraction_mxfp8, "MXFP8 GEMMs, efficiency.gemm_max_fraction_mxfp8");
+  } else {
+    consider(ef.gemm_max_fraction, "GEMMs, efficiency.gemm_max_fraction");
+  }
+  const double to_peak = hw.gpu.peak_flops(Precision::kBf16) / peak;
+  consider(ef.attention_fwd_max_fraction * to_peak,
+           "attention forward, efficiency.attention_fwd_max_fraction");
+  consider(ef.attention_bwd_max_fraction * to_peak,
+           "attention backward, efficiency.attention_bwd_max_fraction");
+  for (const EfficiencyParams::AttentionCurve& k : ef.attention_kernels)
+    consider(std::max(k.fwd_max_fraction, k.bwd_max_fraction) * to_peak,
+             fmt::format("{} attention, efficiency.attention_kernels", k.kernel));
+  return ceiling;
+}
 
 Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                            const Estimate& e, const std::string& framework,
@@ -92,7 +122,21 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
                      "built on is {}",
                      w.seq_len, u.band.max_seq_len)});
   for (const std::string& f : calibration_flags) u.warnings.push_back({"outside-calibration", f});
-  const double lo = u.band.found ? u.band.low : 1, hi = u.band.found ? u.band.high : 1;
+  double lo = u.band.found ? u.band.low : 1;
+  const double hi = u.band.found ? u.band.high : 1;
+  // The band's optimistic end stops at the kernel ceiling: no step runs its hardware FLOPs at a
+  // larger share of the peak than the profile's fastest kernel.
+  std::string which;
+  const double ceiling = kernel_ceiling(hw, w.precision, &which);
+  if (u.band.found && ceiling > 0 && e.hfu > 0 && e.hfu / lo > ceiling) {
+    lo = e.hfu / ceiling;
+    u.warnings.push_back(
+        {"band-at-ceiling",
+         fmt::format("the band's fast end is held at the kernel ceiling ({:.0f}% of the peak: {}): "
+                     "runs like it were up to {:.2f}x faster than predicted, which would take "
+                     "this plan's HFU to {:.0f}%",
+                     100 * ceiling, which, 1 / u.band.low, 100 * e.hfu / u.band.low)});
+  }
   u.step_low_s = e.step_time_s * lo;
   u.step_high_s = e.step_time_s * hi;
   u.mfu_low = e.mfu / hi;

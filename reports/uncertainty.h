@@ -40,6 +40,12 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
                            const std::vector<std::string>& calibration_flags = {},
                            const ErrorBandTable* table = nullptr);
 
+// The highest share of the `precision` dense peak that any kernel of the profile reaches in
+// benchmarks: the GEMM asymptote at that precision, or a fused attention kernel's (of the BF16
+// peak, rescaled), whichever is higher; `what` names it and its profile field. No step can run
+// its hardware FLOPs faster: the claim check and the bands' optimistic end stop there.
+double kernel_ceiling(const HardwareProfile& hw, Precision precision, std::string* what = nullptr);
+
 // "64.760 s (61.2–70.3)": the value with its p10–p90, or the value alone without a band.
 std::string with_band(const std::string& value, double low, double high, const char* spec,
                       bool have_band);

@@ -74,6 +74,34 @@ TEST(Uncertainty, TheBandScalesEachFigure) {
   EXPECT_EQ(with_band("64.1 s", 58.04, 71.2, "{:.0f}", false), "64.1 s");
 }
 
+// The band's fast end stops at the kernel ceiling (the profile's fastest kernel's share of the
+// peak, kernel_ceiling): a record of runs over 3x faster than predicted must not give a plan
+// an HFU beyond what any kernel reaches (a new-user trial saw 78.5% MFU at the fast end).
+TEST(Uncertainty, TheFastEndStopsAtTheKernelCeiling) {
+  const Case k = llama8b("dgx-h100");
+  ErrorBandTable t = record("hopper");
+  for (BandRecord& r : t.records) r.ratio *= 0.3;  // every run over 3x as fast as predicted
+  const Uncertainty u = uncertainty_of(k.m, k.c, k.w, k.p, k.e, "megatron", {}, &t);
+  ASSERT_TRUE(u.band.found);
+  const HardwareProfile& hw = k.c.profile;
+  // The ceiling: H100's GEMM asymptote or its fastest attention curve, whichever is higher.
+  double expected = hw.efficiency.gemm_max_fraction;
+  for (const auto& a : hw.efficiency.attention_kernels)
+    expected = std::max({expected, a.fwd_max_fraction, a.bwd_max_fraction});
+  expected = std::max({expected, hw.efficiency.attention_fwd_max_fraction,
+                       hw.efficiency.attention_bwd_max_fraction});
+  EXPECT_DOUBLE_EQ(kernel_ceiling(hw, Precision::kBf16), expected);
+  ASSERT_GT(k.e.hfu / u.band.low, expected);  // the band alone would pass the ceiling
+  EXPECT_NEAR(k.e.hfu * k.e.step_time_s / u.step_low_s, expected, 1e-12);
+  EXPECT_NEAR(u.mfu_high, k.e.mfu * k.e.step_time_s / u.step_low_s, 1e-12);
+  EXPECT_TRUE(has(u, "band-at-ceiling"));
+  // The usual record leaves the band as it is.
+  const ErrorBandTable plain = record("hopper");
+  const Uncertainty v = uncertainty_of(k.m, k.c, k.w, k.p, k.e, "megatron", {}, &plain);
+  EXPECT_DOUBLE_EQ(v.step_low_s, k.e.step_time_s * v.band.low);
+  EXPECT_FALSE(has(v, "band-at-ceiling"));
+}
+
 TEST(Uncertainty, WarningsTravelWithTheNumbers) {
   // h100-96g-500w's efficiency is initial values (efficiency.status); dgx-a100-80g's is fitted.
   const Case h = llama8b("h100-96g-500w");
