@@ -96,6 +96,9 @@ ModelSpec import_hf_config(const std::string& path, const std::string& name) {
   m.position_embedding = PositionEmbedding::kRope;
   m.norm_eps = y.has("rms_norm_eps") ? y.get_double("rms_norm_eps", 0) : m.norm_eps;
   m.attention_dropout = y.has("attention_dropout") ? y.get_double("attention_dropout", 0, true) : 0;
+  if (m.attention_dropout >= 1)
+    y.fail("attention_dropout",
+           fmt::format("is a probability, must be < 1, got {}", m.attention_dropout));
   // Qwen2 (and Qwen2-MoE) give q_proj, k_proj and v_proj a bias and o_proj none, with no config
   // field for it (transformers models/qwen2/modeling_qwen2.py, Qwen2Attention); Qwen3 drops the
   // bias and adds q_norm / k_norm over each head (models/qwen3/modeling_qwen3.py, Qwen3Attention).
@@ -194,6 +197,13 @@ ModelSpec import_hf_config(const std::string& path, const std::string& name) {
         if (*t != "greedy") {
           g.groups = static_cast<int>(r.want_int("n_group", 0));
           g.group_topk = static_cast<int>(r.want_int("topk_group", 0));
+          // The model format's own rules (model_spec.cpp, moe.router), at the config's keys.
+          if (g.groups > 1 && e.experts % g.groups != 0)
+            y.fail("n_group",
+                   fmt::format("must divide the experts ({}), got {}", e.experts, g.groups));
+          if (g.groups > 1 && (g.group_topk < 1 || g.group_topk > g.groups))
+            y.fail("topk_group",
+                   fmt::format("must be in [1, n_group ({})], got {}", g.groups, g.group_topk));
         }
       }
       g.normalize_topk = y.opt_bool("norm_topk_prob").value_or(false);
@@ -241,6 +251,13 @@ ModelSpec import_hf_config(const std::string& path, const std::string& name) {
   m.file = path;
   if (const auto v = model_bounds_violation(m))
     y.fail_here(v->field.empty() ? v->reason : v->field + " " + v->reason);
+  // Whatever the rules above miss, the model format's loader does not: the YAML import-hf would
+  // write must read back (a hostile-input trial found configs whose YAML `check` refused).
+  try {
+    parse_model_yaml(model_to_yaml(m), path + " (as imported)");
+  } catch (const InputError& e) {
+    y.fail_here(fmt::format("the imported model does not pass dtplan's model check: {}", e.what()));
+  }
   return m;
 }
 
