@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,63 @@ std::string parse_hint(CLI::App& app, int argc, char** argv, const std::string& 
   return hint;
 }
 
+// A run whose output would overwrite one of its input files or another of its outputs (`search
+// --csv X --out X`, `import-hf c.json --out c.json`, `calibrate --backend replay --input j --out
+// j`) is refused before anything is read or written (a hostile-input trial lost data that way).
+void refuse_clobbering(const CLI::App& cmd) {
+  static const char* const kOutputs[] = {"--out",         "--csv",    "--summary", "--trace",
+                                         "--write-bands", "--op-log", "--journal"};
+  static const char* const kInputs[] = {"--model",    "--cluster", "--cases",  "--from",
+                                        "--input",    "--config",  "--claims", "--nodes-file",
+                                        "--validate", "config",    "--profile"};
+  namespace fs = std::filesystem;
+  struct Path {
+    std::string flag, text;
+    fs::path canonical;
+  };
+  auto canonical = [](const std::string& text) {
+    std::error_code ec;
+    fs::path c = fs::weakly_canonical(fs::absolute(text, ec), ec);
+    return ec ? fs::path() : c;
+  };
+  std::vector<Path> outputs, inputs;
+  for (const CLI::Option* o : cmd.get_options()) {
+    if (o->count() == 0) continue;
+    bool is_out = false, is_in = false;
+    for (const std::string& n : o->get_lnames()) {
+      for (const char* x : kOutputs) is_out |= "--" + n == x;
+      for (const char* x : kInputs) is_in |= "--" + n == x;
+    }
+    for (const char* x : kInputs) is_in |= o->get_name() == x;
+    if (!is_out && !is_in) continue;
+    for (const std::string& text : o->results()) {
+      if (text.empty() || text == "-") continue;
+      std::error_code ec;
+      // An input counts only where it names a file (a zoo model name does not).
+      if (is_in && !fs::is_regular_file(text, ec)) continue;
+      const fs::path c = canonical(text);
+      if (c.empty()) continue;
+      (is_out ? outputs : inputs).push_back({o->get_name(), text, c});
+    }
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t k = i + 1; k < outputs.size(); ++k)
+      if (outputs[i].canonical == outputs[k].canonical)
+        throw dtplan::InputError({}, outputs[k].flag,
+                                 fmt::format("'{}' is also {}'s file: two outputs would overwrite "
+                                             "each other",
+                                             outputs[k].text, outputs[i].flag));
+    for (const Path& in : inputs) {
+      std::error_code ec;
+      if (outputs[i].canonical == in.canonical || fs::equivalent(outputs[i].text, in.text, ec))
+        throw dtplan::InputError({}, outputs[i].flag,
+                                 fmt::format("'{}' is the input of {}: writing it would overwrite "
+                                             "what the run reads",
+                                             outputs[i].text, in.flag));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,6 +155,8 @@ int main(int argc, char** argv) {
   dtplan::cli::register_collective(app, ctx);
   dtplan::cli::register_rl(app, ctx);
   dtplan::cli::register_execute(app, ctx);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    sub->parse_complete_callback([sub] { refuse_clobbering(*sub); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

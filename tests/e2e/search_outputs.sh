@@ -57,4 +57,23 @@ rows = list(csv.reader(open("evil.csv")))
 assert len(rows) >= 2 and all(len(r) == len(rows[0]) for r in rows), rows
 assert rows[1][0] == "'=HYPERLINK(\"http://x\"),evil", rows[1][0]
 PY
-echo "2 passed, 0 failed"
+# An output that would overwrite an input or another output is refused before anything is read
+# or written, and the file is left as it was (a hostile-input trial lost data this way):
+# search --csv X --out X, estimate --model M --out M, import-hf C --out C through a symlink,
+# calibrate --out O --summary O.
+cp "$DTPLAN_DATA_DIR/models/llama3-8b.yaml" m.yaml
+cp "$DTPLAN_DATA_DIR/tests/fixtures/hf/qwen3-8b.json" c.json
+ln -s c.json link.json
+echo keep > same.txt
+before=$(md5sum m.yaml c.json same.txt)
+refused() {  # refused EXPECTED_MESSAGE COMMAND...
+  local want=$1; shift
+  local rc=0; "$bin" "$@" > /dev/null 2> clobber.err || rc=$?
+  [[ $rc -eq 2 ]] && grep -qF -- "$want" clobber.err || fail "$* (rc $rc): $(cat clobber.err)"
+}
+refused "--out: 'same.txt' is also --csv's file" search "${common[@]}" --gbs 64 --csv same.txt --out same.txt
+refused "--out: 'm.yaml' is the input of --model" estimate --model m.yaml -c dgx-h100 -g 8 --tp 8 --out m.yaml
+refused "--out: 'link.json' is the input of config" import-hf c.json --out link.json
+refused "--summary: 'same.txt' is also --out's file" calibrate --backend cpu --profile dgx-h100 --out same.txt --summary same.txt
+[[ "$(md5sum m.yaml c.json same.txt)" == "$before" ]] || fail "a refused run changed its files"
+echo "3 passed, 0 failed"
