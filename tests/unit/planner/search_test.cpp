@@ -72,6 +72,29 @@ TEST(Search, RankedFittingAndParetoNonDominated) {
   EXPECT_EQ(rejected + r.feasible, r.enumerated) << "every enumerated plan is ranked or rejected";
 }
 
+// At an equal objective the plan with less peak memory ranks first: Llama 3.1 70B on 256 H100
+// offloads different layer counts at the same step (the copies hide behind compute), and the
+// one holding more memory ranked first (a new-user trial saw it on Mixtral 8x22B).
+TEST(Search, EqualStepsRankByMemory) {
+  const ModelSpec m = load_model("llama3.1-70b");
+  const Cluster c = load_cluster("dgx-h100", 256);
+  Workload w;
+  w.seq_len = 8192;
+  w.global_batch = 512;
+  SearchOptions opt;
+  opt.top_k = 300;
+  const SearchResult r = search(m, c, w, {}, opt, AnalyticEvaluator());
+  int ties = 0;
+  for (size_t i = 1; i < r.top.size(); ++i)
+    if (r.top[i - 1].objective == r.top[i].objective) {
+      ++ties;
+      EXPECT_LE(r.top[i - 1].estimate.memory_peak.total_bytes(),
+                r.top[i].estimate.memory_peak.total_bytes())
+          << r.top[i - 1].plan.describe() << " before " << r.top[i].plan.describe();
+    }
+  EXPECT_GT(ties, 0) << "no two ranked plans tie: the check above checked nothing";
+}
+
 TEST(Search, PinsAndFrameworkRefusals) {
   Scenario s = gpt3(256);
   AnalyticEvaluator ev;
@@ -207,8 +230,10 @@ Ranked brute_force(const ModelSpec& m, const Cluster& c, const Workload& w,
           }
       }
   Ranked out;
+  // The ranking: by the objective, at an equal one by peak memory, then the plan order.
   std::sort(fits.begin(), fits.end(), [](const Fit& a, const Fit& b) {
     if (a.objective != b.objective) return a.objective < b.objective;
+    if (a.mem != b.mem) return a.mem < b.mem;
     return order_key(a.plan) < order_key(b.plan);
   });
   for (size_t i = 0; i < fits.size() && static_cast<int>(i) < opt.top_k; ++i) {
