@@ -268,11 +268,53 @@ int run_calibration(const CalibrateOptions& o, const ProcessGroup& world) {
       precs.push_back(m.task.precision);
   auto it = std::find(precs.begin(), precs.end(), Precision::kBf16);
   if (it != precs.end()) std::rotate(precs.begin(), it, it + 1);
+  // What the fits may be given (a hostile-input trial replayed scaled and foreign journals and
+  // got profiles with 1.16 PB/s collectives or a GEMM curve 70x too slow, exit 0):
+  // - a two-parameter GEMM curve needs three shapes at least;
+  // - no collective moves its bytes faster than sixteen times the fastest links of a node (busbw
+  //   counts every link a rank drives: NVLink per direction, or all the node's NICs; a CPU
+  //   host's shared-memory collectives run from its caches, above its nominal link);
+  // - a curve that explains the GEMM times worse than their mean (R^2 < 0) is not written.
+  const char* const what_in = replaying ? "--input" : "--out";
+  for (Precision p : precs) {
+    std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes;
+    for (const auto& m : r.measurements)
+      if (m.task.kind == TaskKind::kGemm && m.task.precision == p)
+        shapes.emplace_back(m.task.m, m.task.n, m.task.k);
+    std::sort(shapes.begin(), shapes.end());
+    shapes.erase(std::unique(shapes.begin(), shapes.end()), shapes.end());
+    if (shapes.size() < 3)
+      throw InputError({}, what_in,
+                       fmt::format("{} GEMM shape(s) measured in {}: the efficiency curve has two "
+                                   "parameters and needs three shapes at least, so nothing was "
+                                   "written",
+                                   shapes.size(), to_string(p)));
+  }
+  const double link_bound_gbps =
+      16 * std::max(base.node.nvlink_gbps_per_direction,
+                    base.scale_out.nic_gbps * std::max(base.scale_out.nics_per_node, 1));
+  for (const auto& m : r.measurements)
+    if (m.task.kind == TaskKind::kCollective && m.busbw_gbps() > link_bound_gbps)
+      throw InputError({}, what_in,
+                       fmt::format("{} of {} bytes over {} ranks at {:.4g} GB/s bus bandwidth: "
+                                   "more than sixteen times the fastest links of a {} node ({:.0f} "
+                                   "GB/s), so the measurement cannot be of this device; nothing "
+                                   "was written",
+                                   to_string(m.task.op), m.task.bytes, m.task.group_size,
+                                   m.busbw_gbps(), base.name, link_bound_gbps / 16));
   if (!precs.empty()) {
     GemmFit primary = fit_gemm(r.measurements, base, precs.front());
     r.gemm_fits.push_back(primary);
     for (size_t i = 1; i < precs.size(); ++i)
       r.gemm_fits.push_back(fit_gemm(r.measurements, base, precs[i]));
+    for (const GemmFit& g : r.gemm_fits)
+      if (g.r2 < 0)
+        throw InputError(
+            {}, what_in,
+            fmt::format("the {} GEMM curve explains the measured times worse than their mean (R^2 "
+                        "{:.2f}, largest residual {:.0f}%): is --profile {} this device's? "
+                        "Nothing was written",
+                        to_string(g.precision), g.r2, 100 * g.max_rel_residual, base.name));
   }
   r.collective_fits = fit_collectives(r.measurements);
 
