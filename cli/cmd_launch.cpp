@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -129,6 +130,46 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
   }
 }
 
+// The hosts of a --nodes-file: one per line, as a name or as a DeepSpeed hostfile line (`name
+// slots=N`, N the node's GPUs); blank lines and `#` comments skipped, CR and surrounding blanks
+// dropped. A name with characters no host name has, a host given twice, other slots or fewer
+// hosts than the plan's nodes is refused at its line (it wrote made-up `node-1` lines, kept
+// `slots=8 slots=8` and CRs; hostile-input trial).
+std::vector<std::string> read_nodes_file(const std::string& path, const Cluster& c) {
+  std::istringstream in(read_input_file(path, "--nodes-file"));
+  std::vector<std::string> hosts;
+  std::vector<int> at;
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string host, extra;
+    if (!(words >> host)) continue;
+    auto fail = [&](const std::string& why) {
+      throw InputError({path, n, 1}, "--nodes-file", why);
+    };
+    for (char ch : host)
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-' || ch == '_'))
+        fail(fmt::format("'{}' is not a host name (letters, digits, '.', '-', '_')", host));
+    if (words >> extra) {
+      const std::string want = fmt::format("slots={}", c.profile.node.gpus_per_node);
+      std::string more;
+      if (extra != want || (words >> more))
+        fail(fmt::format("expected a host name, or '{} {}' (a DeepSpeed hostfile line), got '{}'",
+                         host, want, line));
+    }
+    for (size_t i = 0; i < hosts.size(); ++i)
+      if (hosts[i] == host) fail(fmt::format("host '{}' is given twice (line {})", host, at[i]));
+    hosts.push_back(host);
+    at.push_back(n);
+  }
+  if (static_cast<int>(hosts.size()) < c.nodes())
+    throw InputError({path, 0, 0}, "--nodes-file",
+                     fmt::format("{} host(s) for the plan's {} nodes", hosts.size(), c.nodes()));
+  return hosts;
+}
+
 }  // namespace
 
 void register_launch(CLI::App& app, CommandContext& ctx) {
@@ -240,11 +281,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
     in.account = account;
     in.time_limit = time_limit;
     in.version = version;
-    if (!nodes_file.empty()) {
-      std::istringstream hf(read_input_file(nodes_file, "--nodes-file"));
-      for (std::string line; std::getline(hf, line);)
-        if (!line.empty() && line[0] != '#') in.hosts.push_back(line);
-    }
+    if (!nodes_file.empty()) in.hosts = read_nodes_file(nodes_file, r.cluster);
     const FrameworkVersion& v = chosen_version(*emitter, in);
     if (const std::string why = emitter->refusal(in); !why.empty())
       throw InputError({}, "--format",
