@@ -101,18 +101,18 @@ double loader_tokens_per_s_per_node(const DataLoaderSpec& d, const StorageSpec& 
 void read_services(YamlMap& y, ClusterServices& s) {
   if (auto m = y.opt_map("storage")) {
     auto& st = s.storage;
-    if (auto v = m->opt_double("write_gbps_per_node", 0)) {
+    if (auto v = m->opt_double_in("write_gbps_per_node", 0.001, 1e6)) {
       st.write_gbps_per_node = *v;
       st.read_gbps_per_node = *v;  // reads at the write rate unless given
     }
-    if (auto v = m->opt_double("read_gbps_per_node", 0)) st.read_gbps_per_node = *v;
-    if (auto v = m->opt_double("aggregate_write_gbps", 0)) st.aggregate_write_gbps = *v;
-    if (auto v = m->opt_double("aggregate_read_gbps", 0)) st.aggregate_read_gbps = *v;
+    if (auto v = m->opt_double_in("read_gbps_per_node", 0.001, 1e6)) st.read_gbps_per_node = *v;
+    if (auto v = m->opt_double_in("aggregate_write_gbps", 0.001, 1e9)) st.aggregate_write_gbps = *v;
+    if (auto v = m->opt_double_in("aggregate_read_gbps", 0.001, 1e9)) st.aggregate_read_gbps = *v;
     st.source = m->get_string("source");
     m->finish();
   }
   if (auto m = y.opt_map("reliability")) {
-    s.reliability.mtbf_per_gpu_hours = m->get_double("mtbf_per_gpu_hours", 0);
+    s.reliability.mtbf_per_gpu_hours = m->get_double_in("mtbf_per_gpu_hours", 1, 1e12);
     s.reliability.source = m->get_string("source");
     m->finish();
   }

@@ -164,7 +164,7 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
   {
     YamlMap g = y.get_map("gpu");
     hw.gpu.name = g.get_string("name");
-    hw.gpu.memory_gib = g.get_double("memory_gib", 0);
+    hw.gpu.memory_gib = g.get_double_in("memory_gib", 0.1, 1e5);
     YamlMap peaks = g.get_map("peak_tflops");
     bool any = false;
     for (int i = 0; i < kNumPrecisions; ++i) {
@@ -179,7 +179,7 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
     if (hw.gpu.peak_tflops[static_cast<size_t>(Precision::kFp16)] == 0)
       hw.gpu.peak_tflops[static_cast<size_t>(Precision::kFp16)] =
           hw.gpu.peak_tflops[static_cast<size_t>(Precision::kBf16)];
-    hw.gpu.hbm_gbps = g.get_double("hbm_gbps", 0);
+    hw.gpu.hbm_gbps = g.get_double_in("hbm_gbps", 1, 1e6);
     hw.gpu.sm_count = static_cast<int>(g.get_int("sm_count"));
     hw.gpu.fp8_non_tn_gemm = g.opt_bool("fp8_non_tn_gemm").value_or(false);
     hw.gpu.source = g.get_string("source");
@@ -205,7 +205,7 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
                          hw.node.gpus_per_node, hw.node.nvlink_domain_gpus,
                          hw.node.nvlink_domain_job_gpus));
     hw.node.fabric = n.get_enum("fabric", {"nvswitch", "nvlink-mesh", "pcie"});
-    hw.node.nvlink_gbps_per_direction = n.get_double("nvlink_gbps_per_direction", 0);
+    hw.node.nvlink_gbps_per_direction = n.get_double_in("nvlink_gbps_per_direction", 0.01, 1e6);
     hw.node.latency_us = n.get_double("latency_us", 0, true);
     hw.node.source = n.get_string("source");
     n.finish();
@@ -213,7 +213,10 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
   {
     YamlMap s = y.get_map("scale_out");
     hw.scale_out.nics_per_node = static_cast<int>(s.get_int("nics_per_node", 0));
-    hw.scale_out.nic_gbps = s.get_double("nic_gbps", 0, true);
+    hw.scale_out.nic_gbps = s.get_double_in("nic_gbps", 0, 1e5);  // 0: no scale-out network
+    if (hw.scale_out.nic_gbps > 0 && hw.scale_out.nic_gbps < 0.001)
+      s.fail("nic_gbps", fmt::format("must be 0 (no network) or at least 0.001, got {:g}",
+                                     hw.scale_out.nic_gbps));
     hw.scale_out.latency_us = s.get_double("latency_us", 0, true);
     hw.scale_out.topology = s.get_enum("topology", {"rail-optimized-fat-tree", "fat-tree"});
     hw.scale_out.oversubscription = s.opt_double("oversubscription", 1.0, true).value_or(1.0);
@@ -221,8 +224,8 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
     s.finish();
   }
   if (auto h = y.opt_map("host")) {
-    hw.host.memory_gib = h->get_double("memory_gib", 0);
-    hw.host.pcie_gbps_per_gpu = h->get_double("pcie_gbps_per_gpu", 0);
+    hw.host.memory_gib = h->get_double_in("memory_gib", 0.1, 1e7);
+    hw.host.pcie_gbps_per_gpu = h->get_double_in("pcie_gbps_per_gpu", 0.01, 1e4);
     hw.host.gpus_per_uplink = static_cast<int>(h->opt_int("gpus_per_uplink").value_or(1));
     if (hw.node.gpus_per_node > 0 && hw.host.gpus_per_uplink > hw.node.gpus_per_node)
       h->fail("gpus_per_uplink", fmt::format("must be at most gpus_per_node ({}), got {}",
@@ -231,12 +234,13 @@ static HardwareProfile profile_from_yaml(const YAML::Node& root, const std::stri
     h->finish();
   }
   if (auto s = y.opt_map("storage")) {
-    hw.checkpoint_write_gbps_per_node = s->get_double("checkpoint_write_gbps_per_node", 0);
+    hw.checkpoint_write_gbps_per_node =
+        s->get_double_in("checkpoint_write_gbps_per_node", 0.001, 1e6);
     hw.storage_source = s->get_string("source");
     s->finish();
   }
   if (auto r = y.opt_map("reliability")) {
-    hw.mtbf_per_gpu_hours = r->get_double("mtbf_per_gpu_hours", 0);
+    hw.mtbf_per_gpu_hours = r->get_double_in("mtbf_per_gpu_hours", 1, 1e12);
     hw.reliability_source = r->get_string("source");
     r->finish();
   }

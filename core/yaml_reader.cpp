@@ -449,6 +449,20 @@ std::optional<double> YamlMap::opt_double(std::string_view key, double min_value
   return get_double(key, min_value, min_inclusive);
 }
 
+double YamlMap::get_double_in(std::string_view key, double lo, double hi) {
+  YAML::Node n = require(key);
+  const double v = scalar_double(n, file_, field(key));
+  if (!(v >= lo && v <= hi))
+    throw InputError(location_of(n, file_), field(key),
+                     fmt::format("must be in [{:g}, {:g}], got {:g}", lo, hi, v));
+  return v;
+}
+
+std::optional<double> YamlMap::opt_double_in(std::string_view key, double lo, double hi) {
+  if (!has(key)) return std::nullopt;
+  return get_double_in(key, lo, hi);
+}
+
 bool YamlMap::get_bool(std::string_view key) {
   YAML::Node n = require(key);
   if (n.IsScalar() && !is_quoted(n)) {

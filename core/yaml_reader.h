@@ -41,6 +41,9 @@ class YamlMap {
   double get_double(std::string_view key, double min_value, bool min_inclusive = false);
   std::optional<double> opt_double(std::string_view key, double min_value,
                                    bool min_inclusive = false);
+  // A number in [lo, hi] (both inclusive): the documented physical range of the field.
+  double get_double_in(std::string_view key, double lo, double hi);
+  std::optional<double> opt_double_in(std::string_view key, double lo, double hi);
   bool get_bool(std::string_view key);
   std::optional<bool> opt_bool(std::string_view key);
   std::string get_string(std::string_view key);

@@ -65,14 +65,14 @@ ScenarioSettings read_settings(YamlMap& y, bool is_base) {
     if (*v > 0.9) y.fail("memory_margin", "must be at most 0.9");
     s.memory_margin = v;
   }
-  s.nic_gbps = y.opt_double("nic_gbps", 0.0);
-  s.nvlink_gbps = y.opt_double("nvlink_gbps", 0.0);
+  s.nic_gbps = y.opt_double_in("nic_gbps", 0.001, 1e5);
+  s.nvlink_gbps = y.opt_double_in("nvlink_gbps", 0.01, 1e6);
   s.allow_cross_node_tp = y.opt_bool("allow_cross_node_tp");
-  s.mtbf_per_gpu_hours = y.opt_double("mtbf_per_gpu_hours", 0.0);
-  s.checkpoint_write_gbps_per_node = y.opt_double("checkpoint_write_gbps_per_node", 0.0);
+  s.mtbf_per_gpu_hours = y.opt_double_in("mtbf_per_gpu_hours", 1, 1e12);
+  s.checkpoint_write_gbps_per_node = y.opt_double_in("checkpoint_write_gbps_per_node", 0.001, 1e6);
   s.restart_s = y.opt_double("restart_s", 0.0, true);
   s.async_save = y.opt_bool("async_save");
-  s.loader_tokens_per_s_per_node = y.opt_double("loader_tokens_per_s_per_node", 0.0);
+  s.loader_tokens_per_s_per_node = y.opt_double_in("loader_tokens_per_s_per_node", 1, 1e15);
   if (auto v = y.opt_double("straggler_fraction", 0.0, true)) {
     if (*v > 1) y.fail("straggler_fraction", "must be at most 1 (a share of the GPUs)");
     s.straggler_fraction = v;
