@@ -306,6 +306,23 @@ SearchSetup make_search_setup(const SearchFlags& f) {
     space.schedules.push_back(sch);
   }
   if (f.sp != "auto") space.sp = f.sp == "on";
+  // Pins that no layout of this model can take are refused by name (the search dropped them:
+  // a new-user trial's --ep 2 on a dense model, --schedule zb-v on one stage, --sp on at TP1).
+  auto only = [](const std::vector<int>& pins, int v) {
+    return !pins.empty() && std::all_of(pins.begin(), pins.end(), [&](int x) { return x == v; });
+  };
+  auto lacks = [](const std::vector<int>& pins, int v) {
+    return !pins.empty() && std::find(pins.begin(), pins.end(), v) == pins.end();
+  };
+  if (!s.model.moe && (lacks(space.ep, 1) || lacks(space.etp, 1)))
+    throw InputError({}, lacks(space.ep, 1) ? "--ep" : "--etp",
+                     fmt::format("'{}' asks for expert parallelism, and {} is dense (no experts)",
+                                 lacks(space.ep, 1) ? f.ep : f.etp, s.model.name));
+  if (space.sp.value_or(false) && only(space.tp, 1))
+    throw InputError({}, "--sp", "on needs a TP group: --tp is 1");
+  if (!space.schedules.empty() && only(space.pp, 1))
+    throw InputError({}, "--schedule",
+                     fmt::format("'{}' orders a pipeline, and --pp is 1", f.schedule));
   SearchOptions& opt = s.options;
   const auto& objs = objective_names();
   const auto it = std::find(objs.begin(), objs.end(), f.objective);

@@ -297,10 +297,12 @@ SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
 
   // Outer layouts: tp x pp x cp x dp (x ep x etp for MoE), enumerated up front.
   std::vector<Layout> layouts;
+  // Sequence parallelism pinned on needs a TP group, a pinned schedule a pipeline: the layouts
+  // without one are not of the space (estimate refuses them alike).
   for (int tp : divisors(n)) {
-    if (!allowed(space.tp, tp)) continue;
+    if (!allowed(space.tp, tp) || (space.sp.value_or(false) && tp == 1)) continue;
     for (int pp : divisors(n / tp)) {
-      if (!allowed(space.pp, pp)) continue;
+      if (!allowed(space.pp, pp) || (!space.schedules.empty() && pp == 1)) continue;
       for (int cp : divisors(n / (tp * pp))) {
         if (!allowed(space.cp, cp)) continue;
         const int dp = n / (tp * pp * cp);

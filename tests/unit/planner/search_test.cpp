@@ -95,6 +95,25 @@ TEST(Search, EqualStepsRankByMemory) {
   EXPECT_GT(ties, 0) << "no two ranked plans tie: the check above checked nothing";
 }
 
+// Sequence parallelism pinned on keeps TP groups only, a pinned schedule pipelines only (TP1 and
+// PP1 plans were ranked with SP off and "1f1b" reported: a hostile-input trial).
+TEST(Search, PinnedSpAndScheduleNeedTheirGroups) {
+  Scenario s = gpt3(64);
+  SearchOptions opt;
+  opt.top_k = 64;
+  SearchSpace space;
+  space.sp = true;
+  space.schedules = {"1f1b"};
+  const SearchResult r = search(s.model, s.cluster, s.work, space, opt, AnalyticEvaluator());
+  ASSERT_FALSE(r.top.empty());
+  for (const Candidate& c : r.top) {
+    EXPECT_GT(c.plan.tp, 1) << c.plan.describe();
+    EXPECT_TRUE(c.plan.sp) << c.plan.describe();
+    EXPECT_GT(c.plan.pp, 1) << c.plan.describe();
+    EXPECT_EQ(c.plan.schedule, "1f1b") << c.plan.describe();
+  }
+}
+
 TEST(Search, PinsAndFrameworkRefusals) {
   Scenario s = gpt3(256);
   AnalyticEvaluator ev;
