@@ -73,6 +73,12 @@ void plan_from_search_json(const std::string& path, int rank, SpecOptions& spec,
       {"schedule", "--schedule"},
       {"precision", "--precision"},
       {"attention", "--attention"}};
+  // The fields every ranked plan records (the others are newer and default when absent).
+  for (const char* key : {"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "zero", "recompute",
+                          "mbs", "gbs", "seq", "schedule", "precision", "attention"})
+    if (!entry["plan"].contains(key))
+      throw InputError({path, 0, 0}, "--from",
+                       fmt::format("{}/plan: no '{}' (not a complete ranked plan)", at, key));
   PlanOptions scratch;
   check_json_as_flags(entry["plan"], path, at + "/plan", kPlanFlags, [&](CLI::App& a) {
     scratch = PlanOptions{};

@@ -252,8 +252,9 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
       ->check(CLI::IsMember({"fp32", "16bit"}))
       ->capture_default_str()
       ->group(g);
+  // As search's --train-tokens: at least one token (0 and 1e-300 printed "0.0 days").
   app.add_option("--train-tokens", o.train_tokens, "Training tokens, for time-to-train")
-      ->check(finite_range(0.0, 1e18))
+      ->check(finite_range(1.0, 1e18))
       ->group(g);
 }
 
