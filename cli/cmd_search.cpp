@@ -398,6 +398,13 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     }
     write_output(text, out);
     ctx.exit_code = r.top.empty() && !answer_only ? 2 : 0;
+    // The reason on stderr too, where a script reading the exit code looks for it.
+    if (ctx.exit_code == 2)
+      fmt::print(stderr, "dtplan: error: {}\n",
+                 r.enumerated == 0
+                     ? "no layout of these GPUs takes the pinned values (--tp, --pp, --cp, --ep, "
+                       "--etp, --vpp, --mbs must divide what they split)"
+                     : "no feasible plan (the output lists the rejections)");
   });
 }
 
