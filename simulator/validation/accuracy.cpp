@@ -197,11 +197,15 @@ CaseFile load_case_file(const std::string& path) {
   YAML::Node cases = top.child("cases");
   if (!cases.IsDefined() || !cases.IsSequence()) top.fail("cases", "expected a list of cases");
   size_t i = 0;
+  std::map<std::string, int> ids;  // id -> its line: one case per id (results are keyed by it)
   for (const auto& node : cases) {
     YamlMap y(node, path, fmt::format("cases[{}]", i++));
     AccuracyCase c;
     c.line = location_of(node, path).line;
     c.id = y.get_string("id");
+    if (c.id.empty()) y.fail("id", "must not be empty");
+    if (const auto [it, fresh] = ids.emplace(c.id, c.line); !fresh)
+      y.fail("id", fmt::format("'{}' is also the id of the case at line {}", c.id, it->second));
     c.group = y.get_string("group");
     c.source = y.opt_string("source").value_or("");
     y.allow("notes");
@@ -229,9 +233,17 @@ CaseFile load_case_file(const std::string& path) {
     c.zero = opt_int(pl, "zero", 0);
     c.recompute = pl.opt_enum("recompute", {"none", "selective", "full"});
     c.schedule = pl.opt_enum("schedule", {"gpipe", "1f1b", "interleaved", "dualpipe"});
+    if (c.zero && *c.zero == 3 && c.dp && *c.dp * c.cp.value_or(1) == 1)
+      pl.fail("zero", "ZeRO-3 shards over the data-parallel group, and dp x cp is 1");
     pl.finish();
     c.framework = case_framework(y);
-    if (c.framework.fp8_recipe) c.workload.fp8_recipe = case_fp8_recipe(*c.framework.fp8_recipe);
+    if (c.framework.fp8_recipe) {
+      if (c.workload.precision != Precision::kFp8)
+        y.get_map("framework")
+            .fail("fp8_recipe", fmt::format("is set for a {} run (training.precision)",
+                                            to_string(c.workload.precision)));
+      c.workload.fp8_recipe = case_fp8_recipe(*c.framework.fp8_recipe);
+    }
     YamlMap me = y.get_map("measured");
     c.measured_step_time_s = me.get_double("step_time_s", 0);
     c.measured_peak_memory_gib = me.opt_double("peak_memory_gib", 0);

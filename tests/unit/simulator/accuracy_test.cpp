@@ -150,7 +150,7 @@ TEST(Accuracy, ReadsTheFrameworkBlock) {
           v2_case("a",
                   "{tp: 8, pp: 1, dp: 1, cp: 1, ep: 1, etp: null, vpp: 1, sp: true, zero: 0, "
                   "recompute: selective, schedule: null}",
-                  "{seq_len: 2048, global_batch: 8, micro_batch: 1, precision: bf16}",
+                  "{seq_len: 2048, global_batch: 8, micro_batch: 1, precision: fp8}",
                   "{name: megatron-lm, version: '23.08', attention: flash, tp_comm_overlap: "
                   "true, grad_reduce_overlap: false, param_gather_overlap: true, fp8_recipe: "
                   "delayed, notes: 'from the recipe'}") +
