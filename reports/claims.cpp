@@ -110,6 +110,11 @@ Claim read_claim(YamlMap y, int index) {
   c.model = resolved("model", resolve_model_path);
   c.params = y.opt_double("params", 0);
   c.active_params = y.opt_double("active_params", 0);
+  // A token cannot use more parameters than the model has (a hostile-input trial's claim did).
+  if (c.params && c.active_params && *c.active_params > *c.params)
+    y.fail("active_params",
+           fmt::format("{:g} active per token is more than the {:g} parameters stated",
+                       *c.active_params, *c.params));
   c.profile = resolved("cluster", resolve_profile_path);
   if (auto p = resolved("profile", resolve_profile_path)) {
     if (c.profile) y.fail("profile", "give either cluster or profile, not both");
