@@ -125,7 +125,11 @@ Claim read_claim(YamlMap y, int index) {
     c.gpus = static_cast<int>(*g);
   }
   if (auto f = y.opt_string("framework")) {
-    parse_framework(*f, y.field("framework"));
+    try {
+      parse_framework(*f, y.field("framework"));
+    } catch (const InputError& e) {
+      y.fail("framework", e.reason());  // at its line:col (it named the field only)
+    }
     c.framework = f;
   }
   c.precision = y.opt_enum("precision", {"bf16", "fp16", "fp8"}).value_or("bf16");
