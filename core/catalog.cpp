@@ -48,6 +48,10 @@ static std::string resolve(const std::string& name, const std::string& sub, cons
     if (!fs::exists(name, ec)) throw InputError({name, 0, 0}, "", "file not found");
     return name;
   }
+  // A link that leads nowhere (a loop, a missing target) is a file the user meant, not a name.
+  if (fs::is_symlink(fs::symlink_status(name, ec)) && !fs::exists(name, ec))
+    throw InputError({name, 0, 0}, "",
+                     "is a symbolic link that leads to no file (a loop or a missing target)");
   fs::path p = fs::path(data_dir()) / sub / (name + ".yaml");
   if (fs::is_regular_file(p, ec)) return p.string();
   auto names = list_stems(sub);
