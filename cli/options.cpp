@@ -49,7 +49,10 @@ void check_json_as_flags(const nlohmann::json& obj, const std::string& path,
                          const std::string& pointer, JsonFlagKeys keys,
                          const std::function<void(CLI::App&)>& add,
                          const nlohmann::json* defaults) {
-  for (const auto& [key, flag] : keys) {
+  for (const auto& entry : keys) {
+    // Named copies, not structured bindings: clang before 16 cannot capture those in a lambda.
+    const char* const key = entry.first;
+    const char* const flag = entry.second;
     if (!obj.contains(key)) continue;
     const nlohmann::json& v = obj[key];
     if (defaults && defaults->contains(key) && (*defaults)[key] == v) continue;
