@@ -85,6 +85,7 @@ bool ranks_before(double objective, double mem_bytes, const Plan& p, const Candi
 }
 
 bool better(const Candidate& a, const Candidate& b) {
+  if (a.objective != b.objective) return a.objective < b.objective;  // memory only on a tie
   return ranks_before(a.objective, a.estimate.memory_peak.total_bytes(), a.plan, b);
 }
 
