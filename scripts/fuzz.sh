@@ -3,16 +3,23 @@
 # (default 60), one target per core at a time, seeded with the repository's own inputs (zoo
 # models, profiles, clusters, HF fixtures, what-if files, recorded measurements, fuzz/seeds/, the
 # bad-input corpus). A crash, a sanitizer report, an exception other than InputError, or an input
-# that takes over 10 s fails the run; findings land in build-fuzz/findings.
+# that takes over 10 s fails the run; findings land in $build/findings (build-fuzz by default).
 #   bash scripts/fuzz.sh [SECONDS]        (DTPLAN_FUZZ_JOBS=N: N targets at a time; default nproc)
+# DTPLAN_FUZZ_BUILD=DIR uses a build folder already configured with -DDTPLAN_FUZZ=ON (CI's
+# sanitizer build, which also builds the tests) instead of configuring build-fuzz.
 set -euo pipefail
 seconds=${1:-60}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
-build=build-fuzz
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-  -DDTPLAN_FUZZ=ON -DDTPLAN_BUILD_TESTS=OFF -DDTPLAN_BUILD_BENCH=OFF -DDTPLAN_CUDA=OFF \
-  -DDTPLAN_MPI=OFF > /dev/null || { echo "FAIL: configuring the fuzz build"; exit 1; }
+build=${DTPLAN_FUZZ_BUILD:-build-fuzz}
+if [ -n "${DTPLAN_FUZZ_BUILD:-}" ]; then
+  grep -q '^DTPLAN_FUZZ:BOOL=ON$' "$build/CMakeCache.txt" 2> /dev/null ||
+    { echo "FAIL: $build is not a build configured with -DDTPLAN_FUZZ=ON"; exit 1; }
+else
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+    -DDTPLAN_FUZZ=ON -DDTPLAN_BUILD_TESTS=OFF -DDTPLAN_BUILD_BENCH=OFF -DDTPLAN_CUDA=OFF \
+    -DDTPLAN_MPI=OFF > /dev/null || { echo "FAIL: configuring the fuzz build"; exit 1; }
+fi
 cmake --build "$build" --target fuzzers
 export DTPLAN_DATA_DIR="$repo"
 mkdir -p "$build/findings"
