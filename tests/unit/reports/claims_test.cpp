@@ -200,6 +200,28 @@ TEST(Claims, AnMfuAboveTheFastestKernelIsRefuted) {
   EXPECT_TRUE(under.refuted.empty()) << dump(under);
 }
 
+// A stated peak memory is held to the leanest reading of the claim (the search's memory
+// objective over what the claim leaves open, offload included). Llama 3 8B on 64 GPUs keeps at
+// least a 64th of its BF16 weights on each, 8.03e9 x 2 B / 64 = 0.25 GB (by hand, with every
+// parameter sharded), so 0.001 GiB cannot be; 40 GiB, about half an H100, can.
+TEST(Claims, AMemoryBelowTheLeanestReadingIsRefuted) {
+  const std::string base = R"(
+model: llama3-8b
+cluster: dgx-h100
+gpus: 64
+seq_len: 8192
+global_batch: 512
+plan: {tp: 8, pp: 2}
+)";
+  const ClaimResult low = check_claim(load_one("memlow", base + "memory_gib_per_gpu: 0.001\n"));
+  EXPECT_TRUE(has(low.refuted, "model", "below what any reading of the claim keeps")) << dump(low);
+  // The fits-the-GPU check alone passes it.
+  EXPECT_TRUE(has(low.consistent, "memory", "fits the H100")) << dump(low);
+  const ClaimResult ok = check_claim(load_one("memok", base + "memory_gib_per_gpu: 40\n"));
+  EXPECT_TRUE(ok.refuted.empty()) << dump(ok);
+  EXPECT_TRUE(has(ok.consistent, "model", "the leanest reading's")) << dump(ok);
+}
+
 TEST(Claims, ParamsAreCheckedAgainstTheNamedModel) {
   const ClaimResult r = check_claim(load_one("params", "model: llama3-8b\nparams: 70e9\n"));
   EXPECT_TRUE(has(r.refuted, "params", "70B parameters stated; llama3-8b has 8.03B")) << dump(r);
