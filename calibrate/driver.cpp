@@ -72,7 +72,7 @@ class Watchdog {
                      "journal; rerun with --resume.\n",
                      world_.where().c_str(), what_.c_str(), timeout_);
         session_.abort_hung();
-        world_.abort(3);
+        world_.abort(kExitWatchdog);
       }
     }
   }

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <thread>
 
+#include "core/error.h"
+
 #ifdef DTPLAN_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -322,7 +324,7 @@ void ProcessGroup::arrive([[maybe_unused]] const char* what) const {
                    std::string_view(what) == "start-up"
                        ? ""
                        : " Measurements so far are in the journal; rerun with --resume.");
-      abort(3);
+      abort(kExitWatchdog);
     }
     std::vector<MPI_Request> go(static_cast<size_t>(size_ - 1));
     for (int r = 1; r < size_; ++r)
@@ -340,7 +342,7 @@ void ProcessGroup::arrive([[maybe_unused]] const char* what) const {
                  "(watchdog, --timeout-s); aborting the calibration.\n",
                  where().c_str(), hosts_.empty() ? "unknown" : hostname_of(0).c_str(), what,
                  timeout_s_ + std::max(5.0, timeout_s_));
-    abort(3);
+    abort(kExitWatchdog);
   }
 #endif
 }

@@ -72,7 +72,7 @@ static int run_claims(const std::string& path, const ClaimCheckOptions& opt, boo
   } else {
     fmt::print("{}", text);
   }
-  return refuted ? 3 : 0;
+  return refuted ? kExitRefuted : 0;
 }
 
 void register_check(CLI::App& app, CommandContext& ctx) {

@@ -128,7 +128,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "dtplan 0.1.0");
   app.footer(
       "Exit codes: 0 success, 2 bad input (file, flag or layout), 3 a claim refuted (check "
-      "--claims), 1 internal error.");
+      "--claims), 4 a run ended by its watchdog (calibrate, execute: a peer stopped or dead), 1 "
+      "internal error.");
   // Temporary output files are removed when the run is interrupted (core/atomic_file.h).
   dtplan::install_cleanup_handlers();
   // Parsed as soon as it is read (trigger_on_parse), before any subcommand reads its inputs;
@@ -168,13 +169,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     fmt::print(stderr, "dtplan: error: {}{}\n", e.what(), parse_hint(app, argc, argv, e.what()));
     fmt::print(stderr, "Run with --help for usage.\n");
-    return 2;
+    return dtplan::kExitBadInput;
   } catch (const dtplan::InputError& e) {
     fmt::print(stderr, "dtplan: error: {}\n", e.what());
-    return 2;
+    return dtplan::kExitBadInput;
   } catch (const std::exception& e) {
     fmt::print(stderr, "dtplan: internal error: {}\n", e.what());
-    return 1;
+    return dtplan::kExitInternal;
   }
   return ctx.exit_code;
 }

@@ -9,6 +9,14 @@
 
 namespace dtplan {
 
+// The process's exit codes (the CLI's help footer lists them): 1 an internal error, 2 bad input
+// (file, flag or layout), 3 a claim refuted (check --claims), 4 a run ended by its watchdog
+// (calibrate, execute: a peer stopped or dead).
+inline constexpr int kExitInternal = 1;
+inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitRefuted = 3;
+inline constexpr int kExitWatchdog = 4;
+
 // A position in an input file; line and column are 1-based, 0 when unknown.
 struct SourceLocation {
   std::string file;

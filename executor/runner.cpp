@@ -96,7 +96,7 @@ class Watchdog {
                    "a peer is stopped or dead, or waits on one that is; ending the run\n",
                    world_.where().c_str(), describe(cur).c_str(), timeout_);
       session_.abort_hung();
-      world_.abort(3);
+      world_.abort(kExitWatchdog);
     }
   }
   double timeout_;
