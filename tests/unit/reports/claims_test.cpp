@@ -200,10 +200,11 @@ TEST(Claims, AnMfuAboveTheFastestKernelIsRefuted) {
   EXPECT_TRUE(under.refuted.empty()) << dump(under);
 }
 
-// A stated peak memory is held to the leanest reading of the claim (the search's memory
-// objective over what the claim leaves open, offload included). Llama 3 8B on 64 GPUs keeps at
-// least a 64th of its BF16 weights on each, 8.03e9 x 2 B / 64 = 0.25 GB (by hand, with every
-// parameter sharded), so 0.001 GiB cannot be; 40 GiB, about half an H100, can.
+// A stated peak memory is held to what the leanest reading of the claim keeps on the GPU even
+// with its model states offloaded to the host: activations and buffers. The buffers alone hold
+// the CUDA context, about 300 MB under lazy loading (pytorch/pytorch#107667, REFERENCE.md
+// §2.2; core/plan.h kCudaContextBytes), so 0.001 GiB cannot be;
+// 40 GiB, about half an H100, can.
 TEST(Claims, AMemoryBelowTheLeanestReadingIsRefuted) {
   const std::string base = R"(
 model: llama3-8b
@@ -219,7 +220,7 @@ plan: {tp: 8, pp: 2}
   EXPECT_TRUE(has(low.consistent, "memory", "fits the H100")) << dump(low);
   const ClaimResult ok = check_claim(load_one("memok", base + "memory_gib_per_gpu: 40\n"));
   EXPECT_TRUE(ok.refuted.empty()) << dump(ok);
-  EXPECT_TRUE(has(ok.consistent, "model", "the leanest reading's")) << dump(ok);
+  EXPECT_TRUE(has(ok.consistent, "model", "is at or above")) << dump(ok);
 }
 
 TEST(Claims, ParamsAreCheckedAgainstTheNamedModel) {
