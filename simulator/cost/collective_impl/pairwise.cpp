@@ -29,10 +29,13 @@ class Pairwise final : public ICollectiveAlgorithm {
     // A node-deduplicating dispatcher sends remote_share of the remote traffic over the network
     // and forwards every remote pair over NVLink on the receiving node, concurrently.
     const double dedup = std::clamp(g.remote_share, 0.0, 1.0);
-    const double t_inter =
-        remote > 0
-            ? bytes * remote * dedup / (l.inter_busbw_gbps / std::max(1, g.ranks_per_node) * 1e9)
-            : 0;
+    // Each rank's remote bytes leave through its share of the node's NICs (the group's NIC
+    // bandwidth on the node over its ranks there), at most its own NVLink rate. The cap applies
+    // to the share, not to the node's total: capping the total at one GPU's NVLink first and
+    // then dividing priced an H800's all-to-all at 150/8 GB/s per rank instead of its NIC's 45.
+    const double rank_nic_gbps =
+        std::min(l.node_network_gbps / std::max(1, g.ranks_per_node), l.intra_busbw_gbps);
+    const double t_inter = remote > 0 ? bytes * remote * dedup / (rank_nic_gbps * 1e9) : 0;
     const double t_intra =
         bytes * (local + (dedup < 1.0 ? remote : 0.0)) / (l.intra_busbw_gbps * 1e9);
     // Peers are served concurrently: two latency steps (post and complete), not n-1.

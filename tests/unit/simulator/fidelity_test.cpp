@@ -12,11 +12,13 @@
 #include <vector>
 
 #include "core/catalog.h"
+#include "core/registry.h"
 #include "core/units.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/collective_cost.h"
 #include "simulator/cost/compute_cost.h"
 #include "simulator/cost/dp_cost.h"
+#include "simulator/cost/i_collective_algorithm.h"
 #include "simulator/cost/layer_cost.h"
 #include "simulator/cost/memory_model.h"
 #include "simulator/cost/optimizer_cost.h"
@@ -605,16 +607,41 @@ TEST(MoeDispatch, PairwiseAllToAllChargesTheDeduplicatedShare) {
   const double bytes = 1e9;
   const double overhead = hw.efficiency.collective_overhead_us * 1e-6;
   const double remote = 56.0 / 64, local = 7.0 / 64;
+  // Each rank's NIC share: the DGX H100 datasheet's 8 x 50 GB/s NICs x the profile's network
+  // fraction 0.9, over the node's 8 ranks = 45 GB/s.
+  const double rank_nic_gbps = 8 * 50 * 0.9 / 8;
   const double plain = collective_cost(hw, CollectiveOp::kAllToAll, bytes, g).time_s;
-  EXPECT_NEAR(plain,
-              2 * l.alpha_inter_s + bytes * remote / (l.inter_busbw_gbps / 8 * 1e9) + overhead,
-              1e-9);
+  EXPECT_NEAR(plain, 2 * l.alpha_inter_s + bytes * remote / (rank_nic_gbps * 1e9) + overhead, 1e-9);
   g.remote_share = 0.45;
   const double dedup = collective_cost(hw, CollectiveOp::kAllToAll, bytes, g).time_s;
-  const double t_inter = bytes * remote * 0.45 / (l.inter_busbw_gbps / 8 * 1e9);
+  const double t_inter = bytes * remote * 0.45 / (rank_nic_gbps * 1e9);
   const double t_intra = bytes * (local + remote) / (l.intra_busbw_gbps * 1e9);
   EXPECT_NEAR(dedup, 2 * l.alpha_inter_s + std::max(t_inter, t_intra) + overhead, 1e-9);
   EXPECT_LT(dedup, plain);
+}
+
+// The registered pairwise algorithm's own time for an all-to-all (not the cost model's pick).
+AlgorithmTime pairwise_cost(const HardwareProfile& hw, double bytes, const GroupPlacement& g) {
+  const ICollectiveAlgorithm* a = Registry<ICollectiveAlgorithm>::global().find("pairwise");
+  EXPECT_NE(a, nullptr);
+  return a ? a->cost(CollectiveOp::kAllToAll, bytes, g, link_rates(hw, g)) : kUnsupported;
+}
+
+// The network part of an all-to-all is each rank's NIC share, whatever the node's NVLink: HGX
+// H800 (NVLink 200 GB/s per direction, its datasheet) and DGX H100 (450) have the same 8 x 50
+// GB/s NICs, so 1 GB over 64 ranks on 8 nodes takes the same time on both (it was 2.25x slower on
+// the H800, whose NVLink capped the node's NIC total before the split by rank).
+TEST(MoeDispatch, AllToAllNetworkShareIsNotCappedByOneGpusNvlink) {
+  const GroupPlacement g = dense_group(8);
+  const HardwareProfile h800 = load_profile("hgx-h800");
+  const HardwareProfile h100 = load_profile("dgx-h100");
+  const double bytes = 1e9;
+  const AlgorithmTime a = pairwise_cost(h800, bytes, g);
+  const AlgorithmTime b = pairwise_cost(h100, bytes, g);
+  const double remote = 56.0 / 64;
+  EXPECT_NEAR(a.beta_s, bytes * remote / (8 * 50 * 0.9 / 8 * 1e9), 1e-12);
+  EXPECT_NEAR(b.beta_s, a.beta_s, 1e-12);
+  EXPECT_EQ(a.bottleneck, Bottleneck::kNetwork);
 }
 
 // The plan's dispatcher reaches the op program: DeepEP prices DeepSeek-V3's dispatch below the
