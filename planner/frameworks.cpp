@@ -107,7 +107,15 @@ constexpr std::array<FrameworkRule, 9> kDeepSpeedRules = {{
 // (ZeRO-2-like memory); dtplan does not model it.
 // Any layer split (uneven, two-part, the embedding/loss counted as layers) is written as
 // module_fqns_per_model_part (planner/emit/impl/torchtitan.cpp), so none is refused here.
-constexpr std::array<FrameworkRule, 6> kTorchtitanRules = {{
+constexpr std::array<FrameworkRule, 7> kTorchtitanRules = {{
+    // The first rule is the release's (the version `launch --format torchtitan` writes by
+    // default); torchtitan main has parallelism.enable_sequence_parallel and lifts it
+    // (torchtitan_main_lifts below).
+    {"torchtitan v0.2.2 shards the sequence whenever it shards tensors: TP > 1 needs sequence "
+     "parallelism (--sp)",
+     "pytorch/torchtitan torchtitan/config/job_config.py:312-480@v0.2.2 (no option to turn "
+     "sequence parallelism off in [parallelism])",
+     [](const Plan& p, const ModelSpec&) { return p.tp > 1 && !p.sp; }},
     {"torchtitan needs expert TP of 1 or equal to TP",
      "pytorch/torchtitan torchtitan/config/job_config.py:464@v0.2.2 "
      "(expert_tensor_parallel_degree)",
@@ -185,6 +193,8 @@ const FrameworkRule* refusing_rule(Framework f, const Plan& p, const ModelSpec& 
     if (r.refuses(p, m)) return &r;
   return nullptr;
 }
+
+bool torchtitan_main_lifts(const FrameworkRule& r) { return &r == &kTorchtitanRules[0]; }
 
 const char* framework_refusal(Framework f, const Plan& p, const ModelSpec& m) {
   const FrameworkRule* r = refusing_rule(f, p, m);

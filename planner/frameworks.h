@@ -33,6 +33,9 @@ std::span<const FrameworkRule> framework_rules(Framework f);
 
 // The first rule of `f` that refuses `p`, or nullptr when the framework can run the plan.
 const FrameworkRule* refusing_rule(Framework f, const Plan& p, const ModelSpec& m);
+// Whether torchtitan's main branch lifts this rule of its release (the rules describe v0.2.2,
+// the version `launch --format torchtitan` writes by default).
+bool torchtitan_main_lifts(const FrameworkRule& r);
 // refusing_rule()->reason, or nullptr.
 const char* framework_refusal(Framework f, const Plan& p, const ModelSpec& m);
 

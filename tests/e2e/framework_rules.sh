@@ -10,8 +10,10 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 passed=0
-gpipe=(--model llama3-8b --cluster dgx-h100 --gpus 32 --tp 8 --pp 4 --schedule gpipe)
-zero3_pp=(--model llama3-8b --cluster dgx-h100 --gpus 32 --tp 8 --pp 2 --zero 3)
+gpipe=(--model llama3-8b --cluster dgx-h100 --gpus 32 --tp 8 --sp --pp 4 --schedule gpipe)
+# torchtitan v0.2.2 runs TP only with sequence parallelism (planner/frameworks.cpp).
+zero3_pp=(--model llama3-8b --cluster dgx-h100 --gpus 32 --tp 8 --sp --pp 2 --zero 3)
+zero3_pp_search=(--model llama3-8b --cluster dgx-h100 --gpus 32 --tp 8 --pp 2 --zero 3)
 
 for cmd in check estimate simulate; do
   # GPipe: Megatron-LM's rules refuse it, so the default warns and names who can run it.
@@ -49,14 +51,14 @@ import json
 j = json.load(open('$cmd.tt.json'))
 assert j['framework']['name'] == 'torchtitan' and j['framework']['given'] is True, j['framework']
 number = {'profile-not-fitted', 'profile-partly-fitted', 'regime-sparse', 'no-error-band', 'outside-calibration'}
-assert len(j['framework']['rules_applied']) == 6, j
+assert len(j['framework']['rules_applied']) == 7, j  # planner/frameworks.cpp kTorchtitanRules
 assert [w for w in j['warnings'] if w['code'] not in number] == [], j" ||
     fail "$cmd: torchtitan JSON"
   passed=$((passed + 1))
 done
 # search: its first plan carries the framework's warnings, as estimate gives them for that plan
 # (README: search JSON's `warnings[]` are the first plan's); they were missing (2026-12-04).
-"$bin" search "${zero3_pp[@]}" --top 1 --json > search.json || fail "search exit $?"
+"$bin" search "${zero3_pp_search[@]}" --top 1 --json > search.json || fail "search exit $?"
 python3 -c "
 import json
 j = json.load(open('search.json'))
@@ -64,7 +66,7 @@ number = {'profile-not-fitted', 'profile-partly-fitted', 'regime-sparse', 'no-er
 assert j['top'][0]['plan']['zero'] == 3 and j['top'][0]['plan']['pp'] == 2, j['top'][0]['plan']
 codes = [w['code'] for w in j['warnings'] if w['code'] not in number]
 assert codes == ['megatron-fsdp', 'zero3-with-pp'], codes" || fail "search: the first plan's warnings"
-"$bin" search "${zero3_pp[@]}" --top 1 > search.txt || fail "search text exit $?"
+"$bin" search "${zero3_pp_search[@]}" --top 1 > search.txt || fail "search text exit $?"
 grep -q '^warning \[zero3-with-pp\]: ZeRO-3 with pipeline parallelism' search.txt ||
   fail "search: no warning line: $(grep -i warning search.txt)"
 # A framework profile (frameworks/*.yaml) names its stack's rules and changes the estimate:

@@ -238,8 +238,9 @@ Resolved resolve(const EmitInput& in, const FrameworkVersion& v) {
   auto refuse = [&](std::string why) {
     if (r.refusal.empty()) r.refusal = std::move(why);
   };
-  if (const FrameworkRule* rule = refusing_rule(Framework::kTorchtitan, p, m))
-    refuse(fmt::format("{} ({})", rule->reason, *rule->source ? rule->source : "dtplan's reading"));
+  for (const FrameworkRule& rule : framework_rules(Framework::kTorchtitan))
+    if (rule.refuses(p, m) && !(is_main(v) && torchtitan_main_lifts(rule)))
+      refuse(fmt::format("{} ({})", rule.reason, *rule.source ? rule.source : "dtplan's reading"));
   r.table = is_main(v) ? flavors_main() : flavors_v022();
   // The flavor of the same shape (layers, width, heads), then every other field.
   std::string near;
@@ -275,10 +276,6 @@ Resolved resolve(const EmitInput& in, const FrameworkVersion& v) {
     refuse(
         "torchtitan's attention is SDPA or FlexAttention (fused kernels); it has no unfused "
         "attention setting");
-  if (p.tp > 1 && !p.sp && !is_main(v))
-    refuse(
-        "torchtitan v0.2.2 shards the sequence whenever it shards tensors (no option to "
-        "turn sequence parallelism off in [parallelism], job_config.py:312-480@v0.2.2)");
   if (p.recompute == Recompute::kFull && p.recompute_layers > 0)
     refuse(
         "torchtitan recomputes every block or every N-th block (selective_ac_option N, "

@@ -28,6 +28,13 @@ Plan plan(int tp, int pp, int dp, int zero, const char* schedule) {
   return p;
 }
 
+// The same plan with sequence parallelism wherever it shards tensors (torchtitan v0.2.2 always
+// does).
+Plan with_sp(Plan p) {
+  p.sp = p.tp > 1;
+  return p;
+}
+
 // A dense model: the rules that look at the model (MoE) do not apply.
 const ModelSpec& dense() {
   static const ModelSpec m = load_model("llama3-8b");
@@ -105,8 +112,8 @@ TEST(Frameworks, RuleTable) {
 TEST(FrameworkWarnings, NoneForADefaultMegatronPlan) {
   EXPECT_TRUE(framework_warnings(Framework::kMegatron, plan(8, 8, 4, 1, "1f1b"), dense()).empty());
   EXPECT_TRUE(framework_warnings(Framework::kMegatron, plan(8, 1, 32, 0, "1f1b"), dense()).empty());
-  EXPECT_TRUE(
-      framework_warnings(Framework::kTorchtitan, plan(8, 4, 8, 3, "1f1b"), dense()).empty());
+  EXPECT_TRUE(framework_warnings(Framework::kTorchtitan, with_sp(plan(8, 4, 8, 3, "1f1b")), dense())
+                  .empty());
 }
 
 // Expectation: ZeRO-3 under Megatron needs Megatron-FSDP; with PP also version 1 of it (the
@@ -126,7 +133,7 @@ TEST(FrameworkWarnings, Zero3UnderMegatron) {
 // frameworks that can run it (ZeRO-2 with PP 1 under torchtitan: Megatron-FSDP's optim_grads
 // and DeepSpeed can, not torchtitan's FSDP2).
 TEST(FrameworkWarnings, CannotRunNamesTheRuleAndWhoCan) {
-  const Plan z2 = plan(8, 1, 32, 2, "1f1b");
+  const Plan z2 = with_sp(plan(8, 1, 32, 2, "1f1b"));
   EXPECT_EQ(codes(Framework::kTorchtitan, z2), (std::vector<std::string>{"framework-cannot-run"}));
   const std::string m = message(Framework::kTorchtitan, z2, "framework-cannot-run");
   EXPECT_NE(m.find("torchtitan cannot run this plan"), std::string::npos) << m;
@@ -135,7 +142,7 @@ TEST(FrameworkWarnings, CannotRunNamesTheRuleAndWhoCan) {
 
   // GPipe: Megatron lacks it, torchtitan has it (ZeRO-0, no expert TP).
   const std::string g =
-      message(Framework::kMegatron, plan(8, 4, 8, 0, "gpipe"), "framework-cannot-run");
+      message(Framework::kMegatron, with_sp(plan(8, 4, 8, 0, "gpipe")), "framework-cannot-run");
   EXPECT_NE(g.find("torchtitan can"), std::string::npos) << g;
   EXPECT_NE(g.find("schedules.py@d98e8a6"), std::string::npos) << g;  // the rule's source
 
@@ -146,7 +153,7 @@ TEST(FrameworkWarnings, CannotRunNamesTheRuleAndWhoCan) {
 
   // ZeRO-3 with PP under DeepSpeed: Megatron (FSDP) and torchtitan can.
   const std::string d =
-      message(Framework::kDeepSpeed, plan(8, 2, 8, 3, "1f1b"), "framework-cannot-run");
+      message(Framework::kDeepSpeed, with_sp(plan(8, 2, 8, 3, "1f1b")), "framework-cannot-run");
   EXPECT_NE(d.find("megatron, torchtitan can (--framework megatron)"), std::string::npos) << d;
 }
 
@@ -157,7 +164,7 @@ TEST(Frameworks, TorchtitanSchedules) {
   EXPECT_STREQ(torchtitan_schedule_name("zb-v"), "ZBVZeroBubble");
   EXPECT_EQ(torchtitan_schedule_name("zb-h1"), nullptr);
   for (const auto& s : schedule_names()) {
-    const Plan p = plan(8, 4, 8, 3, s.c_str());
+    const Plan p = with_sp(plan(8, 4, 8, 3, s.c_str()));
     EXPECT_EQ(torchtitan_schedule_name(s) == nullptr,
               framework_refusal(Framework::kTorchtitan, p, dense()) != nullptr)
         << s;
@@ -172,7 +179,7 @@ TEST(Frameworks, TorchtitanEmitterRefusesAnUnknownSchedule) {
   Workload w;
   w.seq_len = 2048;
   w.global_batch = 512;
-  const Plan p = plan(8, 4, 2, 3, "zb-h1");
+  const Plan p = with_sp(plan(8, 4, 2, 3, "zb-h1"));
   EmitInput in;
   in.model = &m;
   in.cluster = &c;
@@ -191,6 +198,38 @@ TEST(Frameworks, TorchtitanEmitterRefusesAnUnknownSchedule) {
               std::string::npos)
         << e.reason();
   }
+}
+
+// Expectation: torchtitan v0.2.2 has no switch to turn sequence parallelism off beside TP
+// ([parallelism] in torchtitan/config/job_config.py:312-480@v0.2.2), so --framework torchtitan
+// refuses TP without SP in estimate, check and simulate as the launch writer does; main has
+// parallelism.enable_sequence_parallel, and its emitter writes the plan.
+TEST(Frameworks, TorchtitanReleaseNeedsSequenceParallelismWithTp) {
+  const Plan nosp = plan(8, 2, 4, 3, "1f1b");
+  const char* why = framework_refusal(Framework::kTorchtitan, nosp, dense());
+  ASSERT_NE(why, nullptr);
+  EXPECT_NE(std::string(why).find("TP > 1 needs sequence parallelism"), std::string::npos) << why;
+  EXPECT_EQ(framework_refusal(Framework::kTorchtitan, with_sp(nosp), dense()), nullptr);
+  EXPECT_EQ(framework_refusal(Framework::kMegatron, nosp, dense()), nullptr);
+
+  // Llama 3.1 70B: main's llama3 70B flavor has Llama 3.1's RoPE scaling.
+  const ModelSpec m = load_model("llama3.1-70b");
+  const Cluster c = load_cluster("dgx-h100", 64);
+  Workload w;
+  w.seq_len = 2048;
+  w.global_batch = 512;
+  EmitInput in;
+  in.model = &m;
+  in.cluster = &c;
+  in.work = &w;
+  in.plan = &nosp;
+  in.job_name = "dtplan";
+  const IEmitter* em = find_emitter("torchtitan");
+  ASSERT_NE(em, nullptr);
+  EXPECT_NE(em->refusal(in).find("TP > 1 needs sequence parallelism"), std::string::npos)
+      << em->refusal(in);
+  in.version = "main";
+  EXPECT_EQ(em->refusal(in), "");
 }
 
 }  // namespace
