@@ -270,8 +270,12 @@ void register_search(CLI::App& app, CommandContext& ctx) {
               budget->cost_usd ? fmt::format(", ${:.3g}", *budget->cost_usd) : "",
               budget->best.plan.describe(), budget->counts_searched,
               budget->exhaustive
-                  ? "every node count of the last bracket was searched"
-                  : "the bracket was halved first, assuming GPU-hours grow with GPUs");
+                  ? fmt::format("every node count up to {} GPUs", budget->max_gpus)
+                  : fmt::format("node x 2^k and node x 3 x 2^k up to {} GPUs, then the node "
+                                "counts above the fastest of them; GPU-hours are not monotonic "
+                                "in GPUs, so a count off that ladder may do better (--max-gpus "
+                                "bounds the ladder)",
+                                budget->max_gpus));
         else
           fmt::format_to(o,
                          "budget: {:.3g} GPU-hours cannot train {:.3g}T tokens on up to {} GPUs "

@@ -85,6 +85,18 @@ std::optional<HostMemory> host_memory_of(const Resolved& r) {
   return h;
 }
 
+// The communication dimension that sets the step, or -1: an overlapped collective (part of it
+// hidden) that outlasts everything else in the step. Its exposed share alone would suggest the
+// compute is what to shorten.
+int comm_bound_dim(const Estimate& e) {
+  for (int d = 0; d < kCommDims; ++d) {
+    const double exposed = e.exposed_comm_s[d];
+    if (exposed > 0 && exposed < e.comm_time_s[d] && e.comm_time_s[d] >= e.step_time_s - exposed)
+      return d;
+  }
+  return -1;
+}
+
 }  // namespace
 
 nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConvention conv) {
@@ -144,6 +156,9 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
   j["breakdown_stage"] = e.busiest_stage;
   j["dp_stage"] = e.dp_stage;
   j["comm_share"] = e.comm_share;
+  // The communication that sets the step (overlapped, and longer than the rest of it), or null.
+  const int bound = comm_bound_dim(e);
+  j["bound_by_comm"] = bound >= 0 ? nlohmann::json(kCommDimNames[bound]) : nlohmann::json();
   j["bubble_fraction"] = e.bubble_fraction;
   j["mfu"] = e.mfu;
   j["hfu"] = e.hfu;
@@ -196,6 +211,7 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
                        {"restart_s", f.restart_s},
                        {"restart_given", f.restart_given},
                        {"interval_raised_to_write", f.interval_raised},
+                       {"interval_raised_to_step", f.interval_raised_to_step},
                        {"restart_parts_s",
                         {{"detection", f.restart.detection_s},
                          {"requeue", f.restart.requeue_s},
@@ -342,16 +358,17 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
                   "{:.0f} + fast-forward {:.0f})",
                   f.restart_s, f.restart.detection_s, f.restart.requeue_s, f.restart.init_s,
                   f.restart.load_s, f.restart.fast_forward_s);
-    fmt::format_to(out,
-                   "  job MTBF {:.2f} h; interval {:.0f} s ({:.0f} step{}; Young {:.0f} s, Daly "
-                   "{:.0f} s{}); {}\n",
-                   f.job_mtbf_s / 3600, f.interval_s, f.interval_steps,
-                   std::lround(f.interval_steps) == 1 ? "" : "s", f.young_interval_s,
-                   f.daly_interval_s,
-                   f.interval_raised ? "; raised to the write time: an asynchronous save must "
-                                       "finish before the next"
-                                     : "",
-                   restart);
+    fmt::format_to(
+        out,
+        "  job MTBF {:.2f} h; interval {:.0f} s ({:.0f} step{}; Young {:.0f} s, Daly "
+        "{:.0f} s{}); {}\n",
+        f.job_mtbf_s / 3600, f.interval_s, f.interval_steps,
+        std::lround(f.interval_steps) == 1 ? "" : "s", f.young_interval_s, f.daly_interval_s,
+        f.interval_raised_to_step ? "; raised to one step: a checkpoint is taken between steps"
+        : f.interval_raised       ? "; raised to the write time: an asynchronous save must "
+                                    "finish before the next"
+                                  : "",
+        restart);
     fmt::format_to(
         out,
         "  goodput {:.1f}% (checkpoints {:.1f}% + lost work {:.1f}% + restarts {:.1f}%{}"
@@ -379,6 +396,12 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
       fmt::format_to(out, "  {:<30} {:>10} {:>8.3f} s {:>8.3f} s\n", name,
                      human_bytes(e.comm_volume_bytes[d]), e.comm_time_s[d], e.exposed_comm_s[d]);
     }
+  if (const int d = comm_bound_dim(e); d >= 0)
+    fmt::format_to(out,
+                   "  the step is bound by {} communication: {:.3f} s on its stream against {:.3f} "
+                   "s for the rest of the step, so faster compute would not shorten it (less "
+                   "volume, more bandwidth or another layout would)\n",
+                   kCommDimNames[d], e.comm_time_s[d], st - e.exposed_comm_s[d]);
   const double g = units::kGiB;
   fmt::format_to(out, "\nmemory per GPU (GiB)   {:>12} {:>12} {:>14}\n", "first stage",
                  "last stage", fmt::format("peak (stage {})", e.peak_stage));

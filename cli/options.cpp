@@ -156,7 +156,9 @@ void add_plan_options(CLI::App& app, PlanOptions& o) {
       ->capture_default_str()
       ->group(g);
   app.add_option("--recompute-layers", o.recompute_layers,
-                 "With full recompute: layers per stage recomputed (0 = all)")
+                 "With full recompute: layers recomputed in each model chunk (a stage, or each "
+                 "virtual stage with --vpp; Megatron's --recompute-num-layers with "
+                 "--recompute-method block; 0 = all)")
       ->check(CLI::Range(0, 100000))
       ->group(g);
   app.add_option("--cpu-offloading-num-layers", o.offload_layers,

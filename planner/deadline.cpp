@@ -133,29 +133,27 @@ BudgetAnswer fastest_within_budget(const ModelSpec& m, const Cluster& base, cons
     r.within = r.gpu_hours <= budget_gpu_hours;
     return r;
   };
-  std::vector<std::pair<int, Probe>> probed;
-  int within = 0, over = 0;
-  for (int g = node; g <= a.max_gpus; g = std::min(2 * g, a.max_gpus)) {
-    probed.emplace_back(g, probe(g));
-    if (probed.back().second.within) {
-      within = g;
-    } else if (within > 0) {
-      over = g;
-      break;
-    }
-    if (g == a.max_gpus) break;
-  }
-  if (within == 0) return a;
-  if (over == 0) over = a.max_gpus + node;  // every probe up to the largest count fits
+  // Up to 256 node counts: every one. Beyond, GPU-hours do not grow steadily with GPUs: a count
+  // that divides the batch and the layout well can train faster within the budget than a
+  // smaller one that spends more (GPT-3 175B, 3e11 tokens, 1e6 GPU-hours: 13,312 GPUs over it,
+  // 24,576 within it and faster; a new-user trial). So the whole ladder of node x 2^k and node x
+  // 3 x 2^(k-1) up to the largest count is probed, not only up to the first count over the
+  // budget.
   constexpr int kScan = 256;
-  a.exhaustive = true;
-  while ((over - within) / node > kScan) {
-    a.exhaustive = false;
-    const int mid = within + (over - within) / node / 2 * node;
-    probed.emplace_back(mid, probe(mid));
-    (probed.back().second.within ? within : over) = mid;
-  }
-  // Every node count of the bracket (and the probes before it): the fastest within the budget.
+  std::vector<int> ladder;
+  if (a.max_gpus / node <= kScan)
+    for (int g = node; g <= a.max_gpus; g += node) ladder.push_back(g);
+  else
+    for (long g = node; g <= a.max_gpus; g *= 2) {
+      ladder.push_back(static_cast<int>(g));
+      if (g >= 2 * node && g / 2 * 3 <= a.max_gpus) ladder.push_back(static_cast<int>(g / 2 * 3));
+    }
+  if (ladder.empty() || ladder.back() != a.max_gpus) ladder.push_back(a.max_gpus);
+  std::sort(ladder.begin(), ladder.end());
+  ladder.erase(std::unique(ladder.begin(), ladder.end()), ladder.end());
+  std::vector<std::pair<int, Probe>> probed;
+  for (int g : ladder) probed.emplace_back(g, probe(g));
+  // Every probe: the fastest within the budget.
   auto take = [&](int g, const Probe& r) {
     if (!r.within || (a.found && r.days >= a.days)) return;
     a.found = true;
@@ -165,7 +163,29 @@ BudgetAnswer fastest_within_budget(const ModelSpec& m, const Cluster& base, cons
     a.gpu_hours = r.gpu_hours;
   };
   for (const auto& [g, r] : probed) take(g, r);
+  if (!a.found) return a;
+  // Then the node counts between the fastest probe and the next rung: every one where they are
+  // at most 256 node counts apart; otherwise the bracket is halved first, towards the budget's
+  // edge when the next rung is over it (`exhaustive` false: that step assumes GPU-hours grow
+  // with GPUs between the two).
+  int within = a.gpus;
+  const auto next = std::upper_bound(ladder.begin(), ladder.end(), within);
+  int over = next == ladder.end() ? a.max_gpus + node : *next;
+  const bool next_over =
+      next != ladder.end() && !probed[static_cast<size_t>(next - ladder.begin())].second.within;
+  if (next_over) {
+    while ((over - within) / node > kScan) {
+      const int mid = within + (over - within) / node / 2 * node;
+      probed.emplace_back(mid, probe(mid));
+      take(mid, probed.back().second);
+      (probed.back().second.within ? within : over) = mid;
+    }
+  } else if ((over - within) / node > kScan) {
+    over = within + kScan * node;
+  }
   for (int g = within + node; g < over && g <= a.max_gpus; g += node) take(g, probe(g));
+  // Every count is probed once (the rungs, the halving points and the scan do not overlap).
+  a.exhaustive = a.counts_searched >= a.max_gpus / node;
   if (a.found && base.profile.usd_per_gpu_hour)
     a.cost_usd = a.gpu_hours * *base.profile.usd_per_gpu_hour;
   return a;

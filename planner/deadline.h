@@ -41,13 +41,14 @@ DeadlineAnswer fewest_gpus_for_deadline(const ModelSpec& m, const Cluster& base,
                                         int max_gpus);
 
 // The fastest training of `w.train_tokens` within a budget of GPU-hours (GPUs x days x 24), on
-// whole nodes: more GPUs train faster but, as efficiency falls, spend more GPU-hours. Counts of
-// node x 2^k double from one node until one exceeds the budget; the bracket between the last
-// within it and that one is halved while it spans more than 256 node counts (assuming the
-// GPU-hours never fall as GPUs are added at the halving points: `exhaustive` says whether it
-// was); every node count of the bracket is then searched, and the fastest within the budget
-// among them and the probes is the answer. Each count's plan is ranked by step time.
-// No count can train within less than the 100%-MFU bound (tokens x FLOPs per token / peak).
+// whole nodes: more GPUs train faster but, as efficiency falls, spend more GPU-hours, and not
+// steadily (a count that divides the layout well can beat a smaller one on both).
+// Up to 256 node counts every one is probed; beyond, every rung of node x 2^k and node x 3 x
+// 2^(k-1) up to `max_gpus`, then the node counts between the fastest rung within the budget and
+// the next rung: each of them where they are at most 256 node counts apart, else after halving
+// that bracket towards the budget's edge. `exhaustive` says whether every node count up to
+// `max_gpus` was probed. Each count's plan is ranked by step time. No count can train within
+// less than the 100%-MFU bound (tokens x FLOPs per token / peak).
 struct BudgetAnswer {
   bool found = false;
   int gpus = 0;

@@ -402,14 +402,19 @@ std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, co
   double tau = o.interval_s.value_or(std::sqrt(2.0 * delta * mtbf));
   const bool raised = o.async_save && tau < write;
   if (raised) tau = write;
+  // A checkpoint is taken between steps: at least one step apart.
+  const bool to_step = e.step_time_s > 0 && tau < e.step_time_s;
+  if (to_step) tau = e.step_time_s;
   add(o.interval_s ? "checkpoint interval (given)" : "checkpoint interval (Young)",
       o.interval_s ? "--checkpoint-interval-s" : "sqrt(2 x delta x MTBF)",
       o.interval_s ? fmt::format("{:.0f} s", *o.interval_s)
                    : fmt::format("sqrt(2 x {:.3f} s x {:.0f} s)", delta, mtbf),
       tau, f.interval_s,
-      fmt::format(
-          "{} = {:.0f} steps (Daly: {}){}", secs(tau), tau / e.step_time_s, secs(f.daly_interval_s),
-          raised ? "; raised to the write time (an asynchronous save finishes first)" : ""));
+      fmt::format("{} = {:.0f} steps (Daly: {}){}", secs(tau), tau / e.step_time_s,
+                  secs(f.daly_interval_s),
+                  to_step  ? "; raised to one step (a checkpoint is taken between steps)"
+                  : raised ? "; raised to the write time (an asynchronous save finishes first)"
+                           : ""));
   const RestartCosts& r = f.restart;
   const double restart =
       o.restart_s.value_or(r.detection_s + r.requeue_s + r.init_s + r.load_s + r.fast_forward_s);

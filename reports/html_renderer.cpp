@@ -490,7 +490,15 @@ std::string render_whatif_html(const WhatifData& d) {
           [](const ScenarioColumn& c) { return c.best.estimate.tokens_per_s_per_gpu; });
   num_row("tokens/s (job)", "{:.0f}", false,
           [](const ScenarioColumn& c) { return c.best.estimate.tokens_per_s; });
-  num_row("MFU", "{:.3f}", false, [](const ScenarioColumn& c) { return c.best.estimate.mfu; });
+  // MFU is of each column's precision peak; with FP8 among the columns the BF16 reading is the
+  // one that compares.
+  const bool fp8 = std::any_of(d.columns.begin(), d.columns.end(),
+                               [](const ScenarioColumn& c) { return c.precision == "fp8"; });
+  num_row(fp8 ? "MFU (of its precision's peak)" : "MFU", "{:.3f}", false,
+          [](const ScenarioColumn& c) { return c.best.estimate.mfu; });
+  if (fp8)
+    num_row("MFU of the BF16 peak", "{:.3f}", false,
+            [](const ScenarioColumn& c) { return c.mfu_bf16; });
   // Memory: a delta, coloured only where the plan does not fit (more memory that fits is not
   // worse).
   o += "<tr><th class=\"l\">peak memory (GiB)</th>";

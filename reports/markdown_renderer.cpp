@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <iterator>
@@ -337,7 +338,15 @@ std::string render_whatif_markdown(const WhatifData& d) {
           [](const ScenarioColumn& col) { return col.best.estimate.tokens_per_s_per_gpu; });
   num_row("tokens/s (job)", "{:.0f}",
           [](const ScenarioColumn& col) { return col.best.estimate.tokens_per_s; });
-  num_row("MFU", "{:.3f}", [](const ScenarioColumn& col) { return col.best.estimate.mfu; });
+  // MFU is of each column's precision peak; with FP8 among the columns the BF16 reading is the
+  // one that compares.
+  const bool fp8 = std::any_of(d.columns.begin(), d.columns.end(),
+                               [](const ScenarioColumn& col) { return col.precision == "fp8"; });
+  num_row(fp8 ? "MFU (of its precision's peak)" : "MFU", "{:.3f}",
+          [](const ScenarioColumn& col) { return col.best.estimate.mfu; });
+  if (fp8)
+    num_row("MFU of the BF16 peak", "{:.3f}",
+            [](const ScenarioColumn& col) { return col.mfu_bf16; });
   num_row("peak memory (GiB)", "{:.1f}", [](const ScenarioColumn& col) {
     return col.best.estimate.memory_peak.total_bytes() / units::kGiB;
   });

@@ -147,6 +147,9 @@ struct ScenarioColumn {
   std::string precision;
   bool found = false;
   PlanRow best;
+  // The best plan's MFU against the BF16 dense peak (best.estimate.mfu is against its own
+  // precision's: FP8's is twice BF16's on Hopper and Blackwell, so the two do not compare).
+  double mfu_bf16 = 0;
   long feasible = 0;
   std::string top_rejection;  // the commonest rejection when nothing fits
   // Failures and checkpoints (when the scenario or its profile gives an MTBF and a checkpoint

@@ -108,6 +108,16 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
                      p.offload_layers, same, r.generation, any,
                      hw.host.concurrent_gbps_per_gpu())});
   }
+  // Tensor parallelism beyond the NVLink domain: priced (its collectives on the scale-out
+  // network), but the search rejects it unless asked, and no published run does it.
+  if (const int domain = hw.node.placement_domain_gpus(); domain > 0 && p.tp > domain)
+    u.warnings.push_back(
+        {"tp-crosses-nodes",
+         fmt::format("TP{} spans {} NVLink domains of {} GPUs: every layer's tensor-parallel "
+                     "collectives cross the scale-out network; the search rejects such layouts "
+                     "unless --allow-cross-node-tp, and no published run of dtplan's record "
+                     "does it",
+                     p.tp, (p.tp + domain - 1) / domain, domain)});
   // Beyond the record's range: a run much larger or a sequence much longer than any the band
   // was built on (twice the largest).
   if (u.band.found && u.band.max_gpus > 0 && c.num_gpus > 2 * u.band.max_gpus)

@@ -255,6 +255,7 @@ nlohmann::json column_json(const ScenarioColumn& c) {
                {"tokens_per_s", e.tokens_per_s},
                {"tokens_per_s_per_gpu", e.tokens_per_s_per_gpu},
                {"mfu", e.mfu},
+               {"mfu_of_bf16_peak", c.mfu_bf16},
                {"bubble_fraction", e.bubble_fraction},
                {"peak_memory_gib", e.memory_peak.total_bytes() / units::kGiB}};
   if (c.band) {
@@ -410,6 +411,8 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
     if (!r.top.empty()) {
       c.found = true;
       c.best = make_row(model, w, r.top.front());
+      if (const double bf16 = hw.gpu.peak_flops(Precision::kBf16); bf16 > 0)
+        c.mfu_bf16 = c.best.estimate.model_tflops_per_gpu * 1e12 / bf16;
       {
         FailureOptions fo;
         fo.restart_s = s.restart_s;

@@ -95,6 +95,12 @@ FailureCosts failure_costs(const ModelSpec& m, const Cluster& c, const Plan& p, 
     f.interval_s = f.checkpoint.storage_write_s;
     f.interval_raised = true;
   }
+  // A checkpoint is taken between steps (Megatron's --save-interval counts iterations, at least
+  // one): an interval shorter than a step is one step.
+  if (step_time_s > 0 && f.interval_s < step_time_s) {
+    f.interval_s = step_time_s;
+    f.interval_raised_to_step = true;
+  }
   f.interval_s = std::max(f.interval_s, 1e-9);
   f.interval_steps = step_time_s > 0 ? f.interval_s / step_time_s : 0;
   f.checkpoint_fraction = f.checkpoint_blocking_s / f.interval_s;

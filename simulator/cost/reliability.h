@@ -70,11 +70,12 @@ struct FailureCosts {
   double checkpoint_blocking_s = 0;  // delta: what one checkpoint costs the training loop
   double job_mtbf_s = 0;
   double young_interval_s = 0, daly_interval_s = 0;
-  double interval_s = 0;         // the one applied (Young's, or given; async: >= the write)
-  double interval_steps = 0;     // interval_s / step time
-  bool interval_raised = false;  // async: the interval was raised to the storage write time
-  bool restart_given = false;    // restart_s was given, not built from its parts
-  double restart_s = 0;          // restart.total_s(), or given
+  double interval_s = 0;                 // the one applied (Young's, or given; async: >= the write)
+  double interval_steps = 0;             // interval_s / step time
+  bool interval_raised = false;          // async: the interval was raised to the storage write time
+  bool interval_raised_to_step = false;  // the interval was shorter than one step
+  bool restart_given = false;            // restart_s was given, not built from its parts
+  double restart_s = 0;                  // restart.total_s(), or given
   // Shares of wall time: checkpoint writes delta/tau, lost work tau/(2M), restarts R/M, fp16
   // skipped steps; goodput = 1 - their sum (>= 0).
   double checkpoint_fraction = 0, rework_fraction = 0, restart_fraction = 0, skipped_fraction = 0;

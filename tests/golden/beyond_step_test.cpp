@@ -209,6 +209,23 @@ TEST(FailureGolden, IntervalsWasteAndGoodputByHand) {
   EXPECT_NEAR(f.rework_fraction, f.interval_s / 2 / f.job_mtbf_s, 1e-12);
 }
 
+// A checkpoint is taken between steps (Megatron's --save-interval counts iterations, at least
+// one): an interval given, or found, below one step is one step (a new-user trial saw "interval
+// 3 s (0 steps)" beside a 10 s step).
+TEST(FailureGolden, AnIntervalBelowOneStepIsOneStep) {
+  const ModelSpec m = load_model("gpt3-175b");
+  FailureOptions o;
+  o.interval_s = 3.0;
+  const FailureCosts f = failure_costs(m, gpt3_cluster(), gpt3_plan(), 20.0, o);
+  EXPECT_DOUBLE_EQ(f.interval_s, 20.0);
+  EXPECT_DOUBLE_EQ(f.interval_steps, 1.0);
+  EXPECT_TRUE(f.interval_raised_to_step);
+  o.interval_s = 60.0;
+  const FailureCosts g = failure_costs(m, gpt3_cluster(), gpt3_plan(), 20.0, o);
+  EXPECT_DOUBLE_EQ(g.interval_s, 60.0);
+  EXPECT_FALSE(g.interval_raised_to_step);
+}
+
 TEST(FailureProperty, GoodputIsAtMostOneAndFallsWithTheFailureRate) {
   const ModelSpec m = load_model("gpt3-175b");
   Cluster c = gpt3_cluster();

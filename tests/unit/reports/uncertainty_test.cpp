@@ -169,6 +169,15 @@ TEST(Uncertainty, WarningsTravelWithTheNumbers) {
           "outside-record"));
   EXPECT_FALSE(
       has(uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron", {}, &hopper), "outside-record"));
+  // TP beyond the 8-GPU NVLink domain of a DGX H100: said, as the search's rejection says it.
+  Case wide = llama8b("dgx-h100");
+  wide.p.tp = 16;
+  wide.p.dp = 4;
+  wide.e = estimate(wide.m, wide.c, wide.w, wide.p);
+  EXPECT_TRUE(has(uncertainty_of(wide.m, wide.c, wide.w, wide.p, wide.e, "megatron", {}, &hopper),
+                  "tp-crosses-nodes"));
+  EXPECT_FALSE(
+      has(uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron", {}, &hopper), "tp-crosses-nodes"));
   // Inputs outside a calibrated range (calibration_coverage.h) become warnings too.
   const Uncertainty cal = uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron",
                                          {"GEMM 1 x 2 x 3 is outside ..."}, &hopper);
