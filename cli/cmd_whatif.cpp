@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "reports/renderers.h"
 #include "reports/whatif.h"
 
@@ -34,6 +35,18 @@ void register_whatif(CLI::App& app, CommandContext& ctx) {
       for (auto& v : f.variations) v.train_tokens.reset();  // every scenario trains as many
     }
     const reports::WhatifData data = reports::run_whatif(f, threads);
+    // No scenario with a plan is no study: say why for each, write nothing, exit 2.
+    int found = 0;
+    for (const auto& c : data.columns) found += c.found ? 1 : 0;
+    if (found == 0) {
+      std::string why;
+      for (const auto& c : data.columns) why += fmt::format("\n  {}: {}", c.name, c.top_rejection);
+      throw InputError({file, 0, 0}, "", "no scenario has a feasible plan:" + why);
+    }
+    for (const auto& c : data.columns)
+      if (!c.found)
+        fmt::print(stderr, "dtplan: note: scenario '{}' has no feasible plan: {}\n", c.name,
+                   c.top_rejection);
     const std::string text = reports::render_whatif(data, format);
     if (out.empty()) {
       fmt::print("{}", text);
@@ -42,9 +55,7 @@ void register_whatif(CLI::App& app, CommandContext& ctx) {
       fmt::print(stderr, "wrote {} ({} scenarios) in {:.2f} s\n", out, data.columns.size(),
                  data.generation_s);
     }
-    int found = 0;
-    for (const auto& c : data.columns) found += c.found ? 1 : 0;
-    ctx.exit_code = found > 0 ? 0 : 2;
+    ctx.exit_code = 0;
   });
 }
 

@@ -25,6 +25,19 @@ const std::vector<std::string>& objective_names() {
   return names;
 }
 
+std::string why_no_plan(const SearchResult& r) {
+  int best = -1;
+  for (int k = 0; k < kNumRejections; ++k)
+    if (r.rejected[static_cast<size_t>(k)] > 0 &&
+        (best < 0 || r.rejected[static_cast<size_t>(k)] > r.rejected[static_cast<size_t>(best)]))
+      best = k;
+  if (best < 0)
+    return "no layout of these GPUs takes the pinned values (tp, pp, cp, ep, etp, vpp, mbs must "
+           "divide what they split)";
+  return fmt::format("{} ({} plans; e.g. {})", describe(static_cast<Rejection>(best)),
+                     r.rejected[static_cast<size_t>(best)], r.example[static_cast<size_t>(best)]);
+}
+
 const char* describe(Rejection r) {
   switch (r) {
     case Rejection::kWorldSize:

@@ -98,6 +98,10 @@ struct SearchResult {
   double plans_per_s() const { return elapsed_s > 0 ? enumerated / elapsed_s : 0; }
 };
 
+// Why a search found no feasible plan, in one line: the commonest rejection with its count and
+// an example, or, when nothing was enumerated, that no layout takes the pinned values.
+std::string why_no_plan(const SearchResult& r);
+
 SearchResult search(const ModelSpec& m, const Cluster& c, const Workload& w,
                     const SearchSpace& space, const SearchOptions& opt,
                     const IEvaluator& evaluator);

@@ -52,18 +52,6 @@ bool allowed(const std::vector<int>& pins, int v) {
   return pins.empty() || std::find(pins.begin(), pins.end(), v) != pins.end();
 }
 
-// The commonest reason a search rejected plans (for "no feasible plan" lines).
-std::string commonest_rejection(const SearchResult& r) {
-  int best = -1;
-  for (int k = 0; k < kNumRejections; ++k)
-    if (r.rejected[static_cast<size_t>(k)] > 0 &&
-        (best < 0 || r.rejected[static_cast<size_t>(k)] > r.rejected[static_cast<size_t>(best)]))
-      best = k;
-  if (best < 0) return "no layout matches these pins";
-  return fmt::format("{} ({} plans; e.g. {})", describe(static_cast<Rejection>(best)),
-                     r.rejected[static_cast<size_t>(best)], r.example[static_cast<size_t>(best)]);
-}
-
 // One line saying why an alternative is slower or faster: the breakdown part that changed most.
 std::string explain(const std::string& what, const PlanRow& base, const PlanRow& alt,
                     int nvlink_domain) {
@@ -291,7 +279,7 @@ ReportData build_report(const ModelSpec& m, const Cluster& c, const Workload& w,
         out.what = a.what;
         const SearchResult r = pinned_search(a.s, a.o);
         if (r.top.empty()) {
-          out.reason = fmt::format("{}: no feasible plan: {}", a.what, commonest_rejection(r));
+          out.reason = fmt::format("{}: no feasible plan: {}", a.what, why_no_plan(r));
         } else {
           out.found = true;
           out.row = make_row(m, w, r.top.front());

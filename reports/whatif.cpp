@@ -445,11 +445,7 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
               w.train_tokens / c.goodput_tokens_per_s / units::kSecondsPerDay;
       }
     } else {
-      int k = 0;
-      for (int q = 1; q < kNumRejections; ++q)
-        if (r.rejected[static_cast<size_t>(q)] > r.rejected[static_cast<size_t>(k)]) k = q;
-      c.top_rejection = fmt::format("{} (e.g. {})", describe(static_cast<Rejection>(k)),
-                                    r.example[static_cast<size_t>(k)]);
+      c.top_rejection = why_no_plan(r);
     }
     j["scenarios"].push_back(column_json(c));
     d.columns.push_back(std::move(c));
