@@ -1,7 +1,9 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,6 +17,8 @@
 #include "core/input_file.h"
 #include "core/registry.h"
 #include "planner/emit/i_emitter.h"
+#include "simulator/analytic/estimator.h"
+#include "simulator/cost/reliability.h"
 
 namespace dtplan::cli {
 
@@ -176,6 +180,33 @@ std::vector<std::string> read_nodes_file(const std::string& path, const Cluster&
   return hosts;
 }
 
+// The interval the files checkpoint at when the user turns checkpoints on: the one estimate
+// prices (Young's optimum for the job's MTBF and this plan's checkpoint, or
+// --checkpoint-interval-s; docs/resilience.md), in whole steps of the estimated step.
+void set_save_interval(const Resolved& r, EmitInput& in) {
+  const Estimate e = estimate(r.model, r.cluster, r.workload, r.plan, EstimatorOptions{});
+  const FailureCosts f = failure_costs(r.model, r.cluster, r.plan, e.step_time_s, r.failure);
+  // An asynchronous interval raised to the storage write stays at or above it.
+  const double steps =
+      f.interval_raised ? std::ceil(f.interval_steps) : std::round(f.interval_steps);
+  in.save_interval_steps = std::max<int64_t>(1, static_cast<int64_t>(std::min(steps, 1e9)));
+  in.async_save = r.failure.async_save;
+  const std::string blocking = fmt::format("{:.1f} s {}", f.checkpoint_blocking_s,
+                                           f.async_save ? "device-to-host copy" : "write");
+  in.save_interval_why =
+      r.failure.interval_s
+          ? fmt::format("--checkpoint-interval-s {:.0f} over a {:.2f} s step",
+                        *r.failure.interval_s, e.step_time_s)
+          : fmt::format(
+                "Young's interval {:.0f} s for a job MTBF of {:.1f} h and a {} per "
+                "checkpoint{}, over a {:.2f} s step (dtplan estimate shows the arithmetic)",
+                f.young_interval_s, f.job_mtbf_s / 3600, blocking,
+                f.interval_raised
+                    ? fmt::format(", raised to the {:.0f} s storage write", f.interval_s)
+                    : "",
+                e.step_time_s);
+}
+
 }  // namespace
 
 void register_launch(CLI::App& app, CommandContext& ctx) {
@@ -190,6 +221,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
   static std::string searched_model;
   add_spec_options(*cmd, spec);
   add_plan_options(*cmd, plan);
+  add_checkpoint_options(*cmd, spec);
   cmd->add_option("--format,-f", format, "megatron | deepspeed | torchtitan (dtplan list emitters)")
       ->required();
   cmd->add_option("--out,-o", out_dir, "Folder to write the files into (created if missing)")
@@ -288,6 +320,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
     in.time_limit = time_limit;
     in.version = version;
     if (!nodes_file.empty()) in.hosts = read_nodes_file(nodes_file, r.cluster);
+    set_save_interval(r, in);
     const FrameworkVersion& v = chosen_version(*emitter, in);
     if (const std::string why = emitter->refusal(in); !why.empty())
       throw InputError({}, "--format",

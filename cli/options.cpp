@@ -91,13 +91,8 @@ void check_json_as_flags(const nlohmann::json& obj, const std::string& path,
   }
 }
 
-void add_resilience_options(CLI::App& app, SpecOptions& o) {
+void add_checkpoint_options(CLI::App& app, SpecOptions& o) {
   const char* g = "Checkpoints, failures and data (docs/resilience.md)";
-  app.add_option("--loader-tokens-per-s-per-node", o.loader_tokens_per_s_per_node,
-                 "Tokens/s one node's data loader delivers (default: the cluster's loader: "
-                 "pre-tokenized reads at the storage rate)")
-      ->check(finite_range(1.0, 1e15))
-      ->group(g);
   app.add_flag("--async-save", o.async_save,
                "Checkpoints block only for the device-to-host copy (Megatron --async-save)")
       ->group(g);
@@ -116,6 +111,16 @@ void add_resilience_options(CLI::App& app, SpecOptions& o) {
                  "Checkpoint every this many seconds (default: Young's optimum)")
       ->check(finite_range(1.0, 1e9))
       ->group(g);
+}
+
+void add_resilience_options(CLI::App& app, SpecOptions& o) {
+  const char* g = "Checkpoints, failures and data (docs/resilience.md)";
+  app.add_option("--loader-tokens-per-s-per-node", o.loader_tokens_per_s_per_node,
+                 "Tokens/s one node's data loader delivers (default: the cluster's loader: "
+                 "pre-tokenized reads at the storage rate)")
+      ->check(finite_range(1.0, 1e15))
+      ->group(g);
+  add_checkpoint_options(app, o);
   app.add_option("--straggler-fraction", o.straggler_fraction,
                  "Share of GPUs slow at any step (closed form: the step waits for the slowest)")
       ->check(finite_range(0.0, 1.0))

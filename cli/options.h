@@ -71,7 +71,10 @@ void add_spec_options(CLI::App& app, SpecOptions& o);
 // through): "X is not in [lo, hi]".
 CLI::Validator finite_range(double lo, double hi);
 void add_plan_options(CLI::App& app, PlanOptions& o);
-// --loader-tokens-per-s-per-node, --async-save, --restart-s, --checkpoint-interval-s,
+// --async-save, --restart-s, --mtbf-per-gpu-hours, --checkpoint-interval-s: how checkpoints
+// and restarts are priced (launch: the interval its files save at).
+void add_checkpoint_options(CLI::App& app, SpecOptions& o);
+// The checkpoint options and --loader-tokens-per-s-per-node, --straggler-fraction/-factor,
 // --skipped-steps (estimate, simulate, search, report).
 void add_resilience_options(CLI::App& app, SpecOptions& o);
 // The add_resilience_options flags given on `cmd` copied from `given` into `into` (a file's

@@ -67,6 +67,11 @@ std::string partial_node_refusal(const Cluster& c) {
       c.num_gpus, g, c.nodes() * g, c.num_gpus, g, g);
 }
 
+std::string save_interval_comment(const EmitInput& in) {
+  return fmt::format("# SAVE_INTERVAL defaults to {} iterations{}{}.\n", in.save_interval_steps,
+                     in.save_interval_why.empty() ? "" : ": ", comment_safe(in.save_interval_why));
+}
+
 std::string slurm_options(const EmitInput& in) {
   std::string out;
   auto safe = [](const std::string& v) {

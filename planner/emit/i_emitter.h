@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,6 +35,13 @@ struct EmitInput {
   // Optional Slurm settings (#SBATCH --partition/--account/--time); empty = not written.
   std::string partition, account, time_limit;
   std::string version;  // --framework-version; "" = the emitter's default
+  // Checkpoints (when the user turns them on): every `save_interval_steps` iterations, the
+  // interval dtplan prices (launch: Young's optimum for the job's MTBF and this plan's
+  // checkpoint, or --checkpoint-interval-s, in whole steps); `save_interval_why` says how it
+  // was derived (a comment in the files); `async_save` asks for asynchronous saves.
+  int64_t save_interval_steps = 1000;
+  std::string save_interval_why;
+  bool async_save = false;
 };
 
 // A framework release (or pinned commit) an emitter writes for.
@@ -45,6 +53,9 @@ struct FrameworkVersion {
 // The optional #SBATCH lines for partition, account and time limit (values reduced to the
 // characters Slurm accepts there).
 std::string slurm_options(const EmitInput& in);
+
+// "# SAVE_INTERVAL defaults to N iterations: <how N was derived>.\n" (Megatron, DeepSpeed).
+std::string save_interval_comment(const EmitInput& in);
 
 // Why launch files cannot start `c`'s GPUs as priced (a partly used last node: launchers start
 // the same number of ranks on every node), or "".

@@ -108,6 +108,31 @@ python3 "$flags/check_torchtitan.py" --config dtplan_job --module-name dtplan_jo
 echo "torchtitan main: the Python config checked against b5bcd76"
 passed=$((passed + 1))
 
+# Checkpoints: the interval the files save at by default is estimate's (Young's optimum for
+# the job's MTBF and the plan's checkpoint, in whole steps), and --async-save becomes Megatron's
+# own flags (checked against its table like every other flag of the script).
+plan=(-m llama3-70b -c dgx-h100 -g 64 --tp 4 --pp 2 --mbs 1 --gbs 128 --seq 8192 --async-save)
+"$bin" launch -f megatron "${plan[@]}" --out "$work/ckpt" > /dev/null 2> "$work/ckpt.err" ||
+  fail "launch --async-save: $(cat "$work/ckpt.err")"
+check_script "$tables/megatron-lm.json" "$work/ckpt/train_megatron.sbatch"
+grep -q -- '--async-save --use-persistent-ckpt-worker)' "$work/ckpt/train_megatron.sbatch" ||
+  fail "launch --async-save: no --async-save in CKPT_ARGS"
+want=$("$bin" estimate "${plan[@]}" --json 2> /dev/null |
+  python3 -c 'import json, sys; print(max(1, round(json.load(sys.stdin)["checkpoint"]["interval_steps"])))')
+got=$(sed -n 's/.*--save-interval "${SAVE_INTERVAL:-\([0-9]*\)}".*/\1/p' "$work/ckpt/train_megatron.sbatch")
+[[ -n $want && $got == "$want" ]] ||
+  fail "SAVE_INTERVAL defaults to '$got' iterations; estimate's interval is $want steps"
+"$bin" launch -f torchtitan "${plan[@]/llama3-70b/llama3.1-70b}" --zero 3 --sp \
+  --out "$work/ckpt_tt" > /dev/null 2> "$work/tt.err" ||
+  fail "launch -f torchtitan --async-save: $(cat "$work/tt.err")"
+python3 "$flags/check_torchtitan.py" "$tables/torchtitan-v0.2.2.json" "$work/ckpt_tt/torchtitan.toml" \
+  > "$work/tt.log" 2>&1 || fail "torchtitan.toml with [checkpoint]: $(cat "$work/tt.log")"
+! "$bin" launch -f deepspeed "${plan[@]}" --out "$work/ckpt_ds" > /dev/null 2> "$work/ds.err" ||
+  fail "launch -f deepspeed --async-save: Megatron-DeepSpeed has no asynchronous save"
+grep -q "asynchronous checkpoint save" "$work/ds.err" || fail "deepspeed refusal: $(cat "$work/ds.err")"
+echo "checkpoints: SAVE_INTERVAL $got = estimate's interval; --async-save checked"
+passed=$((passed + 1))
+
 # The checks refuse what the frameworks refuse.
 d=$(compgen -G "$golden/*/megatron" | head -1)
 { cat "$d/megatron_args.txt"; echo "--position-embedding-typo"; echo rope; } > "$work/bad1.txt"

@@ -38,6 +38,7 @@ ArgList mds_args(const EmitInput& in) {
   auto lacks = [&](const std::string& what) {
     a.refuse(fmt::format("Megatron-DeepSpeed has no {} ({} defines no such argument)", what, kMds));
   };
+  if (in.async_save) lacks("asynchronous checkpoint save (--async-save)");
   a.add("--num-layers", m.layers);
   a.add("--hidden-size", m.hidden);
   a.add("--ffn-hidden-size", m.ffn_hidden);
@@ -265,10 +266,13 @@ class DeepSpeedEmitter final : public IEmitter {
          "\"${TOKENIZER_MODEL:?set TOKENIZER_MODEL to a Hugging Face tokenizer name or path}\")\n";
     s += "TRAIN_ARGS=(--train-iters \"${TRAIN_ITERS:-100}\" --lr \"${LR:-1.0e-4}\" --log-interval "
          "1)\n";
+    s += save_interval_comment(in);
     s += "CKPT_ARGS=()\n";
-    s += "if [[ -n \"${SAVE_DIR:-}\" ]]; then\n"
-         "  CKPT_ARGS=(--save \"$SAVE_DIR\" --load \"$SAVE_DIR\" --save-interval "
-         "\"${SAVE_INTERVAL:-1000}\")\nfi\n";
+    s += fmt::format(
+        "if [[ -n \"${{SAVE_DIR:-}}\" ]]; then\n"
+        "  CKPT_ARGS=(--save \"$SAVE_DIR\" --load \"$SAVE_DIR\" --save-interval "
+        "\"${{SAVE_INTERVAL:-{}}}\")\nfi\n",
+        in.save_interval_steps);
     s += fmt::format(
         "deepspeed --num_nodes={} --num_gpus={} --hostfile=hostfile \\\n"
         "  \"$MEGATRON_DS_DIR/pretrain_gpt.py\" \"${{ARGS[@]}}\" \"${{DATA_ARGS[@]}}\" "

@@ -83,10 +83,16 @@ class MegatronEmitter final : public IEmitter {
     s += "TRAIN_ARGS=(--train-iters \"${TRAIN_ITERS:-100}\" --lr \"${LR:-1.0e-4}\" "
          "--log-interval 1 --log-throughput)\n";
     s += "# Checkpoints: set SAVE_DIR to write them (--save, every SAVE_INTERVAL iterations).\n";
+    s += save_interval_comment(in);
     s += "CKPT_ARGS=()\n";
-    s += "if [[ -n \"${SAVE_DIR:-}\" ]]; then\n"
-         "  CKPT_ARGS=(--save \"$SAVE_DIR\" --load \"$SAVE_DIR\" --save-interval "
-         "\"${SAVE_INTERVAL:-1000}\")\nfi\n";
+    // Asynchronous saves of the default torch_dist format need the persistent worker: without
+    // it Megatron turns --async-save off with a warning (megatron/training/arguments.py:
+    // 1814-1820, config/training_config.py:516-522 @d98e8a6).
+    s += fmt::format(
+        "if [[ -n \"${{SAVE_DIR:-}}\" ]]; then\n"
+        "  CKPT_ARGS=(--save \"$SAVE_DIR\" --load \"$SAVE_DIR\" --save-interval "
+        "\"${{SAVE_INTERVAL:-{}}}\"{})\nfi\n",
+        in.save_interval_steps, in.async_save ? " --async-save --use-persistent-ckpt-worker" : "");
     s += bash_array("LOG_ARGS", {"--tensorboard-dir", "tensorboard/" + in.job_name});
     s += "# The single quotes are deliberate: the variables expand on each node, not here.\n";
     s += fmt::format(

@@ -417,6 +417,13 @@ std::string toml_config(const EmitInput& in, const FrameworkVersion& v, const Fl
   if (p.tp_comm_overlap) t += "enable_async_tensor_parallel = true\n";
   t += "\n[activation_checkpoint]\n";
   t += fmt::format("mode = {}\n", toml_string(to_string(p.recompute)));
+  // [checkpoint] enable, interval, async_mode (job_config.py:487-519, 591@v0.2.2): off, as
+  // torchtitan's default, at the interval dtplan prices when turned on.
+  t += "\n[checkpoint]\n";
+  t += fmt::format("# Set enable = true to write checkpoints; interval: {}.\n",
+                   comment_safe(in.save_interval_why.empty() ? "dtplan's" : in.save_interval_why));
+  t += fmt::format("enable = false\ninterval = {}\n", in.save_interval_steps);
+  if (in.async_save) t += "async_mode = \"async\"\n";
   if (w.precision == Precision::kFp8) {
     // The output head (and a router) stay in 16 bits, as dtplan prices FP8 (Megatron keeps
     // them so); filter_fqns defaults to none (job_config.py:741@v0.2.2). Grouped GEMMs apply
@@ -453,6 +460,8 @@ std::string python_config(const EmitInput& in, const FrameworkVersion& v, const 
   const int64_t gbs = p.gbs > 0 ? p.gbs : w.global_batch;
   std::string t = header(in, v);
   t += fmt::format("# Job: {}\n", comment_safe(in.job_name));
+  // components/checkpointer/__init__.py@b5bcd76 (llama3/config_registry.py:9 imports it so).
+  t += "from torchtitan.components.checkpointer import CheckpointManager\n";
   t += fmt::format("from torchtitan.config import {}ParallelismConfig, TrainingConfig\n",
                    p.tp_comm_overlap ? "CompileConfig, " : "");
   if (p.recompute != Recompute::kNone)
@@ -501,6 +510,12 @@ std::string python_config(const EmitInput& in, const FrameworkVersion& v, const 
                    p.recompute == Recompute::kFull        ? "FullAC.Config()"
                    : p.recompute == Recompute::kSelective ? "SelectiveAC.Config()"
                                                           : "None");
+  // CheckpointManager.Config: enable, interval (components/checkpointer/base.py:278-284),
+  // async_mode (dcp.py:137) @b5bcd76; off, as torchtitan's default.
+  t += fmt::format("        # Set enable=True to write checkpoints; interval: {}.\n",
+                   comment_safe(in.save_interval_why.empty() ? "dtplan's" : in.save_interval_why));
+  t += fmt::format("        checkpoint=CheckpointManager.Config(enable=False, interval={}{}),\n",
+                   in.save_interval_steps, in.async_save ? ", async_mode=\"async\"" : "");
   if (p.tp_comm_overlap)
     t += "        compile=CompileConfig(enable=True, enable_async_tensor_parallel=True),\n";
   t += "    )\n";

@@ -486,6 +486,59 @@ TEST(Emitters, TorchtitanMainWritesAPythonConfig) {
   EXPECT_THROW(em->refusal(in), InputError);  // not a version this emitter writes for
 }
 
+// The checkpoint interval launch computes (cli/cmd_launch.cpp: estimate's Young interval in
+// steps) reaches every framework's file, and --async-save becomes each framework's own switch:
+// Megatron's needs the persistent worker (megatron/training/arguments.py:1814-1820@d98e8a6
+// turns it off otherwise), torchtitan's is [checkpoint] async_mode (job_config.py:591@v0.2.2,
+// checkpointer/dcp.py:137@b5bcd76), and Megatron-DeepSpeed has none (refused).
+TEST(Emitters, CheckpointIntervalAndAsyncSave) {
+  const LaunchCase& c = case_named("llama3.1-405b_1024xh100_cp");
+  Emitted e = setup(c);
+  EmitInput in = input_of(e);
+  in.save_interval_steps = 37;
+  in.save_interval_why = "Young's interval 249 s";
+  in.async_save = true;
+  const auto mg = find_emitter("megatron")->emit(in);
+  const EmittedFile* sb = nullptr;
+  for (const auto& f : mg)
+    if (f.name == "train_megatron.sbatch") sb = &f;
+  ASSERT_NE(sb, nullptr);
+  EXPECT_NE(sb->content.find("--save-interval \"${SAVE_INTERVAL:-37}\" --async-save "
+                             "--use-persistent-ckpt-worker)"),
+            std::string::npos)
+      << sb->content;
+  EXPECT_NE(sb->content.find("# SAVE_INTERVAL defaults to 37 iterations: Young's interval 249 s."),
+            std::string::npos);
+
+  const auto tt = find_emitter("torchtitan")->emit(in);
+  EXPECT_NE(tt[0].content.find("[checkpoint]\n# Set enable = true to write checkpoints; "
+                               "interval: Young's interval 249 s.\nenable = false\ninterval = "
+                               "37\nasync_mode = \"async\"\n"),
+            std::string::npos)
+      << tt[0].content;
+  in.version = "main";
+  const auto ttm = find_emitter("torchtitan")->emit(in);
+  EXPECT_NE(
+      ttm[0].content.find(
+          "checkpoint=CheckpointManager.Config(enable=False, interval=37, async_mode=\"async\")"),
+      std::string::npos)
+      << ttm[0].content;
+  in.version = "";
+
+  const LaunchCase& d = case_named("llama3-70b_64xh100_pp2");
+  Emitted ed = setup(d);
+  EmitInput ind = input_of(ed);
+  ind.save_interval_steps = 12;
+  const auto ds = find_emitter("deepspeed")->emit(ind);
+  bool found = false;
+  for (const auto& f : ds)
+    found |= f.content.find("--save-interval \"${SAVE_INTERVAL:-12}\")") != std::string::npos;
+  EXPECT_TRUE(found);
+  ind.async_save = true;
+  EXPECT_NE(find_emitter("deepspeed")->refusal(ind).find("asynchronous checkpoint save"),
+            std::string::npos);
+}
+
 TEST(Emitters, ScriptsPassBashAndShellcheck) {
   ASSERT_EQ(std::system("command -v shellcheck > /dev/null"), 0)
       << "shellcheck is not installed (scripts/setup-debian.sh installs it)";

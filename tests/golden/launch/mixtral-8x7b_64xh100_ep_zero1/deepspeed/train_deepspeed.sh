@@ -49,6 +49,7 @@ ARGS=(
 )
 DATA_ARGS=(--data-path "${DATA_PATH:?set DATA_PATH to a Megatron .bin/.idx prefix; Megatron-DeepSpeed has no mock data}" --tokenizer-type HFTokenizer --tokenizer-model "${TOKENIZER_MODEL:?set TOKENIZER_MODEL to a Hugging Face tokenizer name or path}")
 TRAIN_ARGS=(--train-iters "${TRAIN_ITERS:-100}" --lr "${LR:-1.0e-4}" --log-interval 1)
+# SAVE_INTERVAL defaults to 1000 iterations.
 CKPT_ARGS=()
 if [[ -n "${SAVE_DIR:-}" ]]; then
   CKPT_ARGS=(--save "$SAVE_DIR" --load "$SAVE_DIR" --save-interval "${SAVE_INTERVAL:-1000}")
