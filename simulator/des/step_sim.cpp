@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 
@@ -333,7 +334,11 @@ void write_trace_json(const std::vector<TraceEvent>& trace,
     if (l.process[e] < 0) continue;
     const TraceEvent& t = trace[e];
     const int pid = l.process[e], tid = l.thread[e];
-    const double ts = t.start_s * 1e6, dur = (t.end_s - t.start_s) * 1e6;
+    // Both ends rounded to the nanosecond the JSON prints, and the duration their difference:
+    // rounding ts and dur apart let a slice end 1 ns after the next one on its thread began,
+    // and Perfetto drops such a slice.
+    const double ts = std::round(t.start_s * 1e9) / 1e3;
+    const double dur = std::max(0.0, std::round(t.end_s * 1e9) / 1e3 - ts);
     add(fmt::format(
         "{{\"ph\":\"X\",\"name\":\"{}\",\"cat\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{:.3f},"
         "\"dur\":{:.3f}}}",

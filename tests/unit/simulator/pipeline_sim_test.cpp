@@ -524,8 +524,9 @@ TEST(StepSim, TraceIsPerfettoJson) {
   // No two slices of one thread overlap (a thread track holds nested slices only).
   for (auto& [thread, spans] : slices_on) {
     std::sort(spans.begin(), spans.end());
-    for (size_t i = 1; i < spans.size(); ++i)  // the JSON prints microseconds to 3 decimals
-      EXPECT_LE(spans[i - 1].second, spans[i].first + 2e-3);
+    for (size_t i = 1; i < spans.size(); ++i)  // to the nanosecond (1e-3 us) the JSON prints
+      EXPECT_LE(spans[i - 1].second, spans[i].first + 1e-6)
+          << "thread " << thread.first << "/" << thread.second << " slice " << i;
   }
   // The exposed TP time on the trace is the cost model's: the busiest stage's TP slices add up
   // to the estimate's exposed TP communication.
