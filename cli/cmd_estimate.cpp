@@ -7,11 +7,9 @@
 #include "cli/framework_check.h"
 #include "cli/options.h"
 #include "core/atomic_file.h"
-#include "core/units.h"
 #include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/calibration_coverage.h"
-#include "simulator/cost/memory_model.h"
 
 namespace dtplan::cli {
 
@@ -66,50 +64,22 @@ void register_estimate(CLI::App& app, CommandContext& ctx) {
       e = estimate(r.model, r.cluster, r.workload, r.plan, opt);
     }
     const std::vector<std::string> flags = coverage.warnings();
-    // The warnings that travel with the numbers: the framework's, then how sure they are.
-    const Uncertainty u =
-        uncertainty_of(r.model, r.cluster, r.workload, r.plan, e, r.framework, flags);
-    // A plan whose peak memory exceeds the GPU's is still estimated (the question may be how
-    // far off it is), but it is said among the warnings, where scripts look, not only in the
-    // memory table.
-    std::vector<NumberWarning> plan_warnings;
-    if (!e.fits)
-      plan_warnings.push_back(
-          {"does-not-fit",
-           fmt::format("peak memory {:.1f} GiB per GPU exceeds the {:.0f} GiB usable: this plan "
-                       "would run out of memory (more ZeRO, recomputation, TP/PP or a smaller "
-                       "micro-batch; `dtplan search` finds one that fits)",
-                       e.memory_peak.total_bytes() / units::kGiB,
-                       e.memory_capacity_bytes / units::kGiB)});
-    if (const std::string host =
-            host_memory_violation(r.model, r.workload, r.plan, r.cluster.profile);
-        !host.empty())
-      plan_warnings.push_back({"does-not-fit", host + ": this plan would run out of host memory"});
+    // The warnings that travel with the numbers: the framework's, then the plan's and how sure
+    // they are.
+    const std::vector<NumberWarning> warnings = step_warnings(r, e, flags);
     std::string text;
     if (json) {
       nlohmann::json j = estimate_to_json(r, e, opt.flops);
       j["calibration_warnings"] = flags;
       j["framework"] = framework_to_json(fw);
       j["warnings"] = warnings_to_json(fw);
-      for (const NumberWarning& w : plan_warnings)
-        j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
-      for (const NumberWarning& w : u.warnings)
-        j["warnings"].push_back({{"code", w.code}, {"message", w.message}});
+      append_warnings(j["warnings"], warnings);
       if (ops) j["ops"] = ops_to_json(r);
       text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     } else {
       text = estimate_to_text(r, e, opt.flops) + framework_to_text(fw);
       if (ops) text += ops_to_text(r);
-      for (const NumberWarning& w : plan_warnings)
-        text += fmt::format("warning [{}]: {}\n", w.code, w.message);
-      for (const NumberWarning& w : u.warnings)
-        if (w.code != "outside-calibration")
-          text += fmt::format("warning [{}]: {}\n", w.code, w.message);
-      if (!flags.empty()) {
-        text += fmt::format("Calibration: {} input(s) outside the calibrated range of {}:\n",
-                            flags.size(), r.cluster.profile.name);
-        for (const auto& f : flags) text += "  - " + f + "\n";
-      }
+      text += warnings_to_text(warnings, flags, r.cluster.profile.name);
     }
     write_output(text, out);
     ctx.exit_code = 0;

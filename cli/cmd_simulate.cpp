@@ -17,6 +17,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/gzip.h"
+#include "simulator/cost/calibration_coverage.h"
 #include "simulator/des/perfetto_proto.h"
 #include "simulator/des/step_sim.h"
 
@@ -250,8 +251,15 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
     so.record_trace = !trace.empty();
     so.all_ranks = ranks == "all";
     so.max_ranks = max_ranks;
-    des::StepSimResult s = des::simulate_step(r.model, r.cluster, r.workload, r.plan, so, faults);
+    CalibrationCoverage coverage;
+    des::StepSimResult s = [&] {
+      CoverageScope scope(coverage);
+      return des::simulate_step(r.model, r.cluster, r.workload, r.plan, so, faults);
+    }();
     progress.clear();
+    // The warnings estimate gives for the same plan (does not fit, how sure, calibration range).
+    const std::vector<std::string> flags = coverage.warnings();
+    const std::vector<NumberWarning> warnings = step_warnings(r, s.estimate, flags);
     // The same step without the faults, to say what they cost.
     double clean_step_s = s.estimate.step_time_s;
     if (!faults.empty()) {
@@ -340,7 +348,9 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
                           {"peak_memory_gib", s.peak_memory_bytes[i] / (1024.0 * 1024 * 1024)}});
       j["simulated_memory"] = stages;
       j["framework"] = framework_to_json(fw);
+      j["calibration_warnings"] = flags;
       j["warnings"] = warnings_to_json(fw);
+      append_warnings(j["warnings"], warnings);
       fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       fmt::print("{}", estimate_to_text(r, s.estimate, FlopsConvention::kCausalHalf));
@@ -386,7 +396,8 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
         fmt::print("  {:>5} {:>10.2f} {:>10.2f} {:>12.2f}\n", i, s.peak_inflight_microbatches[i],
                    s.schedule_inflight_microbatches[i],
                    s.peak_memory_bytes[i] / (1024.0 * 1024 * 1024));
-      fmt::print("{}", framework_to_text(fw));
+      fmt::print("{}{}", framework_to_text(fw),
+                 warnings_to_text(warnings, flags, r.cluster.profile.name));
     }
     ctx.exit_code = 0;
   });

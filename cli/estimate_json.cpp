@@ -11,6 +11,7 @@
 #include "simulator/analytic/estimator.h"
 #include "simulator/cost/layer_cost.h"
 #include "simulator/cost/memory_model.h"
+#include "simulator/cost/reliability.h"
 #include "simulator/step/step_terms.h"
 
 namespace dtplan::cli {
@@ -539,6 +540,61 @@ std::string ops_to_text(const Resolved& r) {
   }
   flush();
   return out;
+}
+
+std::vector<NumberWarning> step_warnings(const Resolved& r, const Estimate& e,
+                                         const std::vector<std::string>& calibration_flags) {
+  std::vector<NumberWarning> w;
+  // A plan whose peak memory exceeds the GPU's is still estimated (the question may be how far
+  // off it is), but it is said among the warnings, where scripts look, not only in the memory
+  // table.
+  if (!e.fits)
+    w.push_back({"does-not-fit",
+                 fmt::format("peak memory {:.1f} GiB per GPU exceeds the {:.0f} GiB usable: this "
+                             "plan would run out of memory (more ZeRO, recomputation, TP/PP or a "
+                             "smaller micro-batch; `dtplan search` finds one that fits)",
+                             e.memory_peak.total_bytes() / units::kGiB,
+                             e.memory_capacity_bytes / units::kGiB)});
+  if (const std::string host =
+          host_memory_violation(r.model, r.workload, r.plan, r.cluster.profile);
+      !host.empty())
+    w.push_back({"does-not-fit", host + ": this plan would run out of host memory"});
+  // The waste fraction delta/tau + (tau/2 + R)/M (REFERENCE.md, Young/Daly) is a first-order
+  // expansion in (tau + R)/M: past about half the job's MTBF its fractions stop meaning anything
+  // (they pass 100%), and goodput is clamped to 0.
+  const FailureCosts f = failure_costs(r.model, r.cluster, r.plan, e.step_time_s, r.failure);
+  if (const double x = (f.interval_s + f.restart_s) / f.job_mtbf_s; x > 0.5)
+    w.push_back(
+        {"failure-model-out-of-range",
+         fmt::format("checkpoint interval {:.0f} s + restart {:.0f} s is {:.1f}x the job MTBF "
+                     "of {:.0f} s: the first-order failure model holds well under it, so its "
+                     "goodput ({:.1f}%) and waste fractions are not meaningful here (shorten "
+                     "--checkpoint-interval-s or the restart, or check --mtbf-per-gpu-hours)",
+                     f.interval_s, f.restart_s, x, f.job_mtbf_s, 100 * f.goodput)});
+  const Uncertainty u =
+      uncertainty_of(r.model, r.cluster, r.workload, r.plan, e, r.framework, calibration_flags);
+  w.insert(w.end(), u.warnings.begin(), u.warnings.end());
+  return w;
+}
+
+void append_warnings(nlohmann::json& array, const std::vector<NumberWarning>& warnings) {
+  for (const NumberWarning& w : warnings)
+    array.push_back({{"code", w.code}, {"message", w.message}});
+}
+
+std::string warnings_to_text(const std::vector<NumberWarning>& warnings,
+                             const std::vector<std::string>& calibration_flags,
+                             const std::string& profile_name) {
+  std::string text;
+  for (const NumberWarning& w : warnings)
+    if (w.code != "outside-calibration")
+      text += fmt::format("warning [{}]: {}\n", w.code, w.message);
+  if (!calibration_flags.empty()) {
+    text += fmt::format("Calibration: {} input(s) outside the calibrated range of {}:\n",
+                        calibration_flags.size(), profile_name);
+    for (const auto& f : calibration_flags) text += "  - " + f + "\n";
+  }
+  return text;
 }
 
 }  // namespace dtplan::cli

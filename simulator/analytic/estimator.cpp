@@ -370,11 +370,16 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   // share_embeddings_and_output_weights or getattr(config, 'mtp_num_layers', 0)", @d98e8a6).
   if (pp > 1 && (m.tied_embeddings || m.mtp_layers > 0) &&
       loss_rank(p) != 0) {  // a V keeps both on rank 0
+    // The two ends of each pipeline group, every group's at once: on one node when the
+    // pipeline group is (NVLink), else one rank per node on its NIC rail (until 2026-12-07
+    // always two nodes, each rank with its whole node's NICs).
     GroupPlacement g;
     g.size = 2;
-    g.ranks_per_node = 1;
-    g.nodes = 2;
-    g.node_gpus_busy = 1;
+    const Placements* pl = src.st[static_cast<size_t>(src.of(0))]->groups;
+    const bool one_node = pl != nullptr && pl->pp.nodes == 1;
+    g.ranks_per_node = one_node ? 2 : 1;
+    g.nodes = one_node ? 1 : 2;
+    g.node_gpus_busy = pl != nullptr ? pl->pp.node_gpus_busy : hw.node.gpus_per_node;
     const double bytes = static_cast<double>(m.vocab) * m.hidden / p.tp * grad_bytes;
     double t = 0;  // between the first and the last stage's groups: the slower
     for (int i : {0, pp - 1}) {

@@ -35,10 +35,16 @@ LinkRates link_rates(const HardwareProfile& hw, const GroupPlacement& g) {
   // shared by every GPU of the domain whose groups communicate at once; this group owns
   // ranks_per_node of them (rail-optimized: one NIC rail per local rank). On a DGX the domain
   // is one node; on an NVL72 rack a 64-GPU domain holds 16 trays' NICs, one per GPU.
+  // A rank reaches only its own rail's NICs (nics_per_node / gpus_per_node of them: one on a
+  // DGX or a GB200 tray), so a group never gets more than its ranks' rails, even alone on the
+  // node: one GPU per node sending is one NIC's bandwidth, not the node's (nccl-tests with one
+  // GPU per node report about one NIC's busbw).
   const double busy = std::max(1, g.node_gpus_busy);
+  const double gpus_per_tray = std::max(1, hw.node.gpus_per_node);
   const double share = std::min(1.0, g.ranks_per_node / busy);
-  const double trays = std::ceil(busy / std::max(1, hw.node.gpus_per_node));
-  double node_bw = hw.scale_out.node_gbps() * trays * e.network_bw_fraction * share;
+  const double trays = std::ceil(busy / gpus_per_tray);
+  const double tray_share = std::min(trays * share, g.ranks_per_node / gpus_per_tray);
+  double node_bw = hw.scale_out.node_gbps() * e.network_bw_fraction * tray_share;
   if (hw.scale_out.oversubscription > 1.0 && g.nodes > 1) node_bw /= hw.scale_out.oversubscription;
   r.node_network_gbps = std::max(node_bw, 1e-3);
   r.inter_busbw_gbps = std::min(r.intra_busbw_gbps, r.node_network_gbps);

@@ -50,11 +50,21 @@ double step_terms_without_bubble_s(const Estimate& e) {
 void add_registered_step_terms(const ModelSpec& m, const Cluster& c, const Workload& w,
                                const Plan& p, Estimate& e) {
   const auto& extra = plugins();
-  for (size_t k = 0; k < extra.size(); ++k) {
-    const double s = extra[k].instance->seconds(m, c, w, p, e);
-    e.extra_terms_s[k] = s;
-    e.step_time_s += s;
-  }
+  // Terms that add to the step each see the step without plug-in terms (their order of
+  // registration, which is the link order, does not matter) ...
+  double added = 0;
+  for (size_t k = 0; k < extra.size(); ++k)
+    if (!extra[k].instance->runs_beside_step()) {
+      e.extra_terms_s[k] = extra[k].instance->seconds(m, c, w, p, e);
+      added += e.extra_terms_s[k];
+    }
+  e.step_time_s += added;
+  // ... and the ones beside it see the step with them.
+  for (size_t k = 0; k < extra.size(); ++k)
+    if (extra[k].instance->runs_beside_step()) {
+      e.extra_terms_s[k] = extra[k].instance->seconds(m, c, w, p, e);
+      e.step_time_s += e.extra_terms_s[k];
+    }
 }
 
 }  // namespace dtplan

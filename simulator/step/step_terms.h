@@ -23,9 +23,14 @@ class IStepTerm {
   virtual const char* key() const = 0;    // JSON key under "breakdown", e.g. "data_stall_s"
   virtual const char* label() const = 0;  // text label, e.g. "data stall"
   // Seconds the term adds to the step of plan `p`; `e` is the estimate without the plug-in
-  // terms (its pipeline, communication and optimizer terms are set).
+  // terms (its pipeline, communication and optimizer terms are set), or, for a term that
+  // runs beside the step (runs_beside_step), with every other plug-in term added.
   virtual double seconds(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                          const Estimate& e) const = 0;
+  // True for work that runs concurrently with the whole step and shows only where it outlasts
+  // it (the data loader's prefetch): such a term is priced last, against the step with every
+  // other term, so that it hides behind a straggler's delay as behind compute.
+  virtual bool runs_beside_step() const { return false; }
 };
 
 // The terms of `e`'s breakdown in output order: the core terms, then the registered plug-in

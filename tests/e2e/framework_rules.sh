@@ -138,6 +138,33 @@ assert [w['code'] for w in j['warnings']][0] == 'does-not-fit', j['warnings']" |
   fail "does-not-fit warning"
 "$bin" estimate --model llama3-70b --cluster dgx-h100 --gpus 16 --tp 4 | grep -q '^warning \[does-not-fit\]: peak memory' ||
   fail "does-not-fit text"
+# simulate says it too, text and JSON, as estimate does (found by a new-user trial: simulate
+# printed the framework's warnings only).
+"$bin" simulate --model llama3-70b --cluster dgx-h100 --gpus 16 --tp 4 --json > nofit_sim.json ||
+  fail "does-not-fit simulate exit $?"
+python3 -c "
+import json
+j = json.load(open('nofit_sim.json'))
+codes = [w['code'] for w in j['warnings']]
+assert codes[0] == 'does-not-fit' and 'profile-partly-fitted' in codes, codes" ||
+  fail "does-not-fit simulate JSON"
+"$bin" simulate --model llama3-70b --cluster dgx-h100 --gpus 16 --tp 4 | grep -q '^warning \[does-not-fit\]: peak memory' ||
+  fail "does-not-fit simulate text"
+# The first-order failure model (REFERENCE.md: delta/tau + (tau/2 + R)/M) holds for interval +
+# restart well under the job MTBF; far outside it (a 1 h MTBF per GPU over 16 GPUs is a 225 s job
+# MTBF; a 1e6 s interval) its fractions pass 100%, and estimate says they mean nothing.
+"$bin" estimate --model llama3-70b --cluster dgx-h100 --gpus 16 --tp 4 --mtbf-per-gpu-hours 1 \
+  --checkpoint-interval-s 1e6 --json > failure_range.json || fail "failure range exit $?"
+python3 -c "
+import json
+j = json.load(open('failure_range.json'))
+w = [w for w in j['warnings'] if w['code'] == 'failure-model-out-of-range']
+assert len(w) == 1 and 'job MTBF of 225 s' in w[0]['message'], j['warnings']" ||
+  fail "failure-model-out-of-range warning"
+python3 -c "
+import json
+assert 'failure-model-out-of-range' not in [w['code'] for w in json.load(open('nofit.json'))['warnings']]" ||
+  fail "failure-model-out-of-range at the defaults"
 passed=$((passed + 1))
 # Host memory: a plan can fit its GPUs and not the node's host memory. Llama 3.1 70B at 128K
 # tokens with 79 of 80 layers offloaded pins 662 GiB of activations per GPU, 5298 GiB per 8-GPU

@@ -132,6 +132,35 @@ TEST(CollectiveGolden, NvlinkBoundGroupsAreNamedAndHierarchicalRailsUseTheNics) 
             Bottleneck::kNetwork);
 }
 
+// A rank reaches only its own rail's NIC: one GPU per node, alone on it, sends at one NIC's
+// 50 GB/s x 0.9 = 45 GB/s on dgx-h100 (8 x 400 Gb/s ConnectX-7, one per GPU), not the node's
+// 360 GB/s (found by a new-user trial: `collective --ranks-per-node 1` gave 335 GB/s, "nvlink");
+// eight such groups at once (--concurrent-groups 8) share the node's eight NICs, one each, the
+// same rate. On GB200 NVL72 a tray's 4 GPUs have 4 NICs: one rank per tray gets one.
+TEST(CollectiveGolden, OneRankPerNodeGetsItsOwnRail) {
+  for (const char* name : {"dgx-h100", "gb200-nvl72"}) {
+    const HardwareProfile hw = load_profile(name);
+    // One rank's rail: the node's (tray's) NICs over its GPUs.
+    const double nic =
+        hw.scale_out.node_gbps() / hw.node.gpus_per_node * hw.efficiency.network_bw_fraction * 1e9;
+    const double bytes = 1e9;
+    for (int concurrent : {1, 8}) {
+      if (concurrent > hw.node.placement_domain_gpus()) continue;
+      const GroupPlacement g = collective_placement(hw, 2, 1, concurrent);
+      ASSERT_EQ(g.nodes, 2) << name;
+      const auto v = collective_cost_by_algorithm(hw, CollectiveOp::kSendRecv, bytes, g);
+      const AlgorithmCost& pw = find(v, "pairwise");
+      EXPECT_EQ(pw.time.bottleneck, Bottleneck::kNetwork) << name << " x" << concurrent;
+      EXPECT_NEAR(pw.time.beta_s, bytes / nic, 1e-9 * bytes / nic) << name << " x" << concurrent;
+    }
+  }
+  // By hand for dgx-h100: 1e9 B / 45e9 B/s.
+  const HardwareProfile h100 = load_profile("dgx-h100");
+  const auto v = collective_cost_by_algorithm(h100, CollectiveOp::kSendRecv, 1e9,
+                                              collective_placement(h100, 2, 1, 1));
+  EXPECT_NEAR(find(v, "pairwise").time.beta_s, 1e9 / 45e9, 1e-12);
+}
+
 // GPT-3 175B on 1,024 A100 (128 DGX nodes), TP8 PP8 DP16 ZeRO-1, against a file system stated
 // here: 5 GB/s per node and 400 GB/s in all for writes, 10 GB/s per node for reads.
 Cluster gpt3_cluster() {
@@ -285,6 +314,41 @@ TEST(DataStallGolden, ALoaderBelowTheConsumptionRateStalls) {
   EXPECT_NEAR(stall, step, 1e-9 * step);
   EXPECT_NEAR(slow.step_time_s, 2 * step, 1e-9 * step);
   EXPECT_LT(slow.tokens_per_s, fast.tokens_per_s);
+}
+
+// The loader keeps reading while the step waits for a straggler, so the stall is what the
+// loader needs beyond the step with its straggler delay: step = max(load, step + straggler)
+// [derived]. Same plan; a loader that takes two clean steps, and 1% of the 64 GPUs slow by
+// 1.5x: P = 1 - 0.99^64 = 47.4% of steps, each 0.5 x compute longer, which is under one step,
+// so the loader still sets the step at 2 x the clean one (found by a new-user trial: the stall
+// was priced against the step without the straggler delay, and both were charged).
+TEST(DataStallGolden, TheLoaderHidesBehindAStragglersDelay) {
+  const ModelSpec m = load_model("llama3-8b");
+  Cluster c = load_cluster("dgx-h100", 64);
+  Plan p;
+  p.tp = 8, p.pp = 2, p.dp = 4, p.sp = true, p.mbs = 1, p.gbs = 256;
+  Workload w;
+  w.seq_len = 8192;
+  w.global_batch = 256;
+  const Estimate clean = estimate(m, c, w, p);
+  const double step = clean.step_time_s;
+  ClusterServices sv = default_services(c.profile);
+  sv.data.tokens_per_s_per_node = 524288.0 / (2 * step);
+  sv.stragglers = {0.01, 1.5};
+  c.services = sv;
+  const Estimate both = estimate(m, c, w, p);
+  const double p_any = 1 - std::pow(0.99, 64);
+  EXPECT_NEAR(p_any, 0.4744, 1e-4);
+  const double straggler = p_any * 0.5 * (clean.compute_s + clean.recompute_s);
+  ASSERT_LT(straggler, step);
+  double stall = -1, listed = -1;
+  for (const auto& t : step_terms(both)) {
+    if (std::string(t.key) == "data_stall_s") stall = t.seconds;
+    if (std::string(t.key) == "straggler_s") listed = t.seconds;
+  }
+  EXPECT_NEAR(listed, straggler, 1e-9 * straggler);
+  EXPECT_NEAR(stall, step - straggler, 1e-9 * step);
+  EXPECT_NEAR(both.step_time_s, 2 * step, 1e-9 * step);
 }
 
 // A straggler at 1.2x in one TP group of a 4-stage 1F1B pipeline (GPT-3 175B, TP8 PP4 DP2, 16

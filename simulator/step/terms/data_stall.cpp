@@ -4,7 +4,9 @@
 // nodes holding the first stage read the step's tokens (the last stage's read the labels, the
 // same count); its workers prefetch while the step runs (PyTorch DataLoader prefetch_factor 2),
 // so only what they cannot deliver within a step shows:
-//   stall = max(0, tokens per loading node / loader tokens/s per node - step).
+//   stall = max(0, tokens per loading node / loader tokens/s per node - step),
+// with the step's straggler delay included (the loader keeps reading while the step waits for
+// a slow GPU: runs_beside_step).
 // With the default pre-tokenized loader (1 GB/s of int32 ids: 250 M tokens/s per node) this
 // is zero for every plan dtplan searches; a slow tokenizer or a `--loader-tokens-per-s-per-node`
 // below the consumption rate makes it show.
@@ -29,6 +31,7 @@ class DataStall final : public IStepTerm {
     const double loading_nodes = data_loading_nodes(c, p.pp);
     return std::max(0.0, tokens / loading_nodes / rate - e.step_time_s);
   }
+  bool runs_beside_step() const override { return true; }
 };
 
 }  // namespace
