@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
@@ -185,6 +186,17 @@ void register_simulate(CLI::App& app, CommandContext& ctx) {
     if (!trace_ranks.empty() && trace.empty())
       throw InputError({}, "--trace-ranks",
                        "selects the GPUs a trace shows: give --trace FILE too");
+    // The format is the file's extension: refuse one that names none (a trace.txt was written
+    // as JSON under a name no viewer or script would take for it).
+    // (A folder is refused by the writer, which says so.)
+    if (!trace.empty() && !std::filesystem::is_directory(trace) && !trace.ends_with(".json") &&
+        !trace.ends_with(".json.gz") && !trace.ends_with(".pftrace") &&
+        !trace.ends_with(".perfetto-trace"))
+      throw InputError({}, "--trace",
+                       fmt::format("'{}': the extension sets the format: .pftrace or "
+                                   ".perfetto-trace (Perfetto protobuf), .json.gz (gzip'd JSON) "
+                                   "or .json (Chrome trace-event JSON)",
+                                   trace));
     const FrameworkCheck fw = select_framework(framework, *cmd, r);
     throw_if_refused(fw);
     des::SimFaults faults;
