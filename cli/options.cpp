@@ -399,7 +399,8 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   p.mbs = o.mbs;
   const int model_parallel = o.tp * o.pp * o.cp;
   p.dp = o.dp > 0 ? o.dp : std::max(1, r.cluster.num_gpus / model_parallel);
-  if (o.dp == 0 && r.cluster.num_gpus % model_parallel != 0)
+  const bool dp_undefined = o.dp == 0 && r.cluster.num_gpus % model_parallel != 0;
+  if (dp_undefined)
     violations.push_back({"--gpus", fmt::format("{} GPUs are not divisible by tp*pp*cp = {}",
                                                 r.cluster.num_gpus, model_parallel)});
   w.global_batch = o.gbs > 0 ? o.gbs : 1536;
@@ -481,6 +482,14 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
                      fmt::join(names, ", "))});
   }
   auto v = validate_plan(r.model, r.cluster.num_gpus, w, p);
+  // Without a data-parallel size (the GPUs do not divide by tp*pp*cp, and --dp was not given)
+  // the world-size and batch checks against the rounded-down one only repeat that error under
+  // flags the user did not give.
+  if (dp_undefined)
+    std::erase_if(v, [](const Violation& x) {
+      return x.flag == "--dp" ||
+             (x.flag == "--gbs" && x.reason.find("mbs*dp") != std::string::npos);
+    });
   violations.insert(violations.end(), v.begin(), v.end());
   p.flash_attention = o.attention == "flash";
   p.main_grads_fp32 = o.grads == "fp32";

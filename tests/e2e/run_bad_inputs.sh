@@ -6,7 +6,7 @@
 #
 # usage: run_bad_inputs.sh DTPLAN_BINARY CORPUS_DIR
 # cases.txt lines:  id ;; arguments ;; expected substring      (# starts a comment)
-# An expectation "A ... B" wants A, then B later in the message.
+# An expectation "A ... B" wants A, then B later in the message; "A !! C" wants A and no C.
 set -u
 
 # True when every " ... "-separated part of $2 occurs in $1, each after the one before.
@@ -31,6 +31,11 @@ while IFS= read -r line; do
   id=$(awk -F' ;; ' '{print $1}' <<<"$line")
   args=$(awk -F' ;; ' '{print $2}' <<<"$line")
   want=$(awk -F' ;; ' '{print $3}' <<<"$line")
+  absent=""
+  if [[ "$want" == *" !! "* ]]; then
+    absent=${want#*" !! "}
+    want=${want%%" !! "*}
+  fi
   # A hang is a failure too (60 s each, far above any case's time on a busy machine).
   err=$(eval "timeout 60 \"$bin\" $args" 2>&1 >/dev/null)
   rc=$?
@@ -38,6 +43,7 @@ while IFS= read -r line; do
   [[ $rc -eq 124 ]] && problem="hung (no answer in 60 s)"
   [[ -z "$problem" && $rc -ne 2 ]] && problem="exit code $rc, expected 2"
   [[ -z "$problem" ]] && ! contains_in_order "$err" "$want" && problem="message does not contain: $want"
+  [[ -z "$problem" && -n "$absent" && "$err" == *"$absent"* ]] && problem="message contains: $absent"
   [[ -z "$problem" && "$err" == *"Sanitizer"* ]] && problem="sanitizer report"
   [[ -z "$problem" && "$err" == *"internal error"* ]] && problem="internal error"
   if [[ -n "$problem" ]]; then
