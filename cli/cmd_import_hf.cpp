@@ -17,7 +17,9 @@ void register_import_hf(CLI::App& app, CommandContext& ctx) {
   cmd->add_option("--out,-o", out, "Write the YAML to this file (atomically) instead of stdout");
   cmd->add_option("--name", name, "Model name (default: the folder or file stem)");
   cmd->callback([&ctx] {
-    ModelSpec m = import_hf_config(path, name);
+    std::vector<std::string> notes;
+    ModelSpec m = import_hf_config(path, name, &notes);
+    for (const std::string& n : notes) fmt::print(stderr, "dtplan: note: {}\n", n);
     std::string yaml = model_to_yaml(m);
     if (out.empty()) {
       fmt::print("{}", yaml);

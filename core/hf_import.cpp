@@ -39,7 +39,8 @@ struct HfReader {
 
 }  // namespace
 
-ModelSpec import_hf_config(const std::string& path, const std::string& name) {
+ModelSpec import_hf_config(const std::string& path, const std::string& name,
+                           std::vector<std::string>* notes) {
   YAML::Node root = load_yaml_file(path);
   HfReader r{YamlMap(root, path, ""), {}};
   YamlMap& y = r.map;
@@ -90,6 +91,15 @@ ModelSpec import_hf_config(const std::string& path, const std::string& name) {
     y.fail("hidden_act", fmt::format("'{}' is not a gated SiLU activation; the supported "
                                      "families all use silu",
                                      *act));
+  // A quantized checkpoint (DeepSeek-V3's: quant_method fp8, e4m3, 128x128 weight blocks) is a
+  // storage format: the architecture and parameter count are the same, and the training
+  // precision is the workload's (--precision), which this does not set.
+  if (auto q = y.opt_map("quantization_config"); q && notes)
+    notes->push_back(fmt::format(
+        "{}: quantization_config (quant_method '{}') describes how the checkpoint's weights are "
+        "stored; the model YAML does not carry it, and training is planned in --precision "
+        "(bf16 unless given; fp8 plans FP8 training with 16-bit master weights)",
+        path, q->opt_string("quant_method").value_or("?")));
   m.tied_embeddings = y.opt_bool("tie_word_embeddings").value_or(false);
   m.norm = NormKind::kRmsNorm;
   m.linear_bias = false;

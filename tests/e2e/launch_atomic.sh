@@ -6,7 +6,10 @@
 set -euo pipefail
 bin=$(realpath "$1")
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# Only this shell removes the folder: a SIGTERM that reaches a background launch's subshell
+# between fork and exec runs the EXIT trap there, which deleted the folder under the test (seen
+# under load: 'run' missing after a SIGTERM, the folder itself gone).
+trap '[[ $BASHPID == '"$$"' ]] && rm -rf "$work"' EXIT
 cd "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 plan=(--model llama3-8b --cluster dgx-h100 --gpus 16 --tp 8 --sp --format megatron --out run)

@@ -94,6 +94,20 @@ std::string write_temp(const std::string& name, const std::string& text) {
   return p.string();
 }
 
+// DeepSeek-V3's config.json carries its FP8 checkpoint format (quantization_config, the HF
+// repository's file, tests/fixtures/hf/SOURCES.md): the import says it does not carry it over;
+// a BF16 checkpoint's config has none and gets no note.
+TEST(HfImport, NotesAQuantizedCheckpoint) {
+  std::vector<std::string> notes;
+  import_hf_config(fixture("deepseek-v3.json"), "deepseek-v3", &notes);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("quantization_config (quant_method 'fp8')"), std::string::npos)
+      << notes[0];
+  notes.clear();
+  import_hf_config(fixture("llama3.1-8b.json"), "llama3.1-8b", &notes);
+  EXPECT_TRUE(notes.empty());
+}
+
 TEST(HfImport, UnknownArchitectureListsMissingFields) {
   std::string p = write_temp("gpt2.json", R"({"model_type": "gpt2", "n_embd": 768,
   "n_layer": 12, "n_head": 12, "vocab_size": 50257})");
