@@ -4,10 +4,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/estimate_json.h"
@@ -20,10 +23,57 @@
 #include "planner/search.h"
 #include "reports/uncertainty.h"
 #include "simulator/analytic/estimator.h"
+#include "simulator/des/step_sim.h"
 
 namespace dtplan::cli {
 
 namespace {
+
+// The budget of a search that simulates (issue #21: a simulation is priced before it starts).
+// search --evaluator des simulates every plan that passes the memory check: this evaluator
+// stands in for the simulator in a first pass of the same search, answers with the closed form
+// (the plans a search evaluates do not depend on the answers when no evaluator prunes by time,
+// and the simulator's evaluator does not), and adds up what simulating each plan would cost.
+class SimulationCounter final : public IEvaluator {
+ public:
+  const char* name() const override { return "des"; }
+  Estimate evaluate(const ModelSpec& m, const Cluster& c, const Workload& w,
+                    const Plan& p) const override {
+    plans_.fetch_add(1, std::memory_order_relaxed);
+    events_.fetch_add(static_cast<uint64_t>(std::llround(des::step_sim_cost(p).events)),
+                      std::memory_order_relaxed);
+    return closed_form_.evaluate(m, c, w, p);
+  }
+  std::optional<double> peak_memory(const ModelSpec& m, const Cluster& c, const Workload& w,
+                                    const Plan& p) const override {
+    return closed_form_.peak_memory(m, c, w, p);
+  }
+  uint64_t plans() const { return plans_.load(); }
+  double events() const { return static_cast<double>(events_.load()); }
+
+ private:
+  AnalyticEvaluator closed_form_;
+  mutable std::atomic<uint64_t> plans_{0}, events_{0};
+};
+
+// Refuses a search whose simulations would run beyond --max-events (InputError naming it).
+// The rate: a search simulates 2.4-6.7 M of these estimated events per second per thread
+// (measured 2026-12-07 on this project's 2-core build machine, one thread: GPT-3 175B on 256
+// A100 at PP8, 2.16e8 in 30 s; Llama 3.1 405B on 16,384 H100 at TP8 PP16, 8.46e7 in 35 s);
+// the slower figure is used, so the time said is rather too long than too short.
+void check_simulation_budget(double events, uint64_t plans, const char* what, int threads,
+                             double max_events) {
+  if (events <= max_events) return;
+  constexpr double kEventsPerSecondPerThread = 2.4e6;
+  const int t = std::max(1, threads);
+  throw InputError(
+      {}, "--max-events",
+      fmt::format("{} would simulate {} plan(s), about {:.3g} events (up to about {:.0f} s on "
+                  "{} thread(s)), beyond the budget of {:.3g} events; pass --force to run it "
+                  "anyway, rank with the closed form and re-rank only its best plans with "
+                  "--refine K, or narrow the space (--tp, --pp, --vpp, --mbs, --gbs)",
+                  what, plans, events, events / (kEventsPerSecondPerThread * t), t, max_events));
+}
 
 // One CSV field (RFC 4180): quoted when it holds a comma, quote or line break, and a leading
 // '=', '+', '-', '@' or tab/CR made text (a leading quote) so that no spreadsheet runs it as a
@@ -98,7 +148,8 @@ void register_search(CLI::App& app, CommandContext& ctx) {
   static SearchFlags flags;
   static int refine = 0;
   static std::string evaluator_name = "analytic";
-  static bool json = false;
+  static bool json = false, force = false;
+  static double max_events = 1e9;  // up to about 7 min on one thread (check_simulation_budget)
   static std::string csv, out;
   add_search_flags(*cmd, flags);
   cmd->add_option("--refine", refine,
@@ -110,6 +161,13 @@ void register_search(CLI::App& app, CommandContext& ctx) {
                   "events (no pruning by time: for small spaces, or use --refine)")
       ->check(CLI::IsMember({"analytic", "des"}))
       ->capture_default_str();
+  cmd->add_option("--max-events", max_events,
+                  "Budget of --evaluator des and --refine: refuse a search whose simulations "
+                  "are estimated to take more events than this in all (2.4-6.7 M events/s per "
+                  "thread), before the first one, unless --force")
+      ->check(finite_range(1, 1e15))
+      ->capture_default_str();
+  cmd->add_flag("--force", force, "Run the simulations beyond --max-events");
   cmd->add_flag("--json", json, "Machine-readable output");
   cmd->add_option("--csv", csv,
                   "Also write the ranked plans as CSV (NeMo auto-configurator columns)");
@@ -160,36 +218,68 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     }
     const AnalyticEvaluator analytic;
     const DesEvaluator des;
-    const IEvaluator& evaluator =
-        evaluator_name == "des" ? static_cast<const IEvaluator&>(des) : analytic;
-    // --deadline-days: the fewest GPUs whose best plan trains the tokens in time; without
-    // --gpus the ranking below is on that count.
-    std::optional<DeadlineAnswer> deadline;
-    std::optional<BudgetAnswer> budget;
     const int max_gpus = flags.max_gpus > 0      ? flags.max_gpus
                          : !cluster.file.empty() ? cluster.num_gpus
                                                  : 1 << 20;
-    if (flags.budget_gpu_hours > 0) {
-      budget = fastest_within_budget(model, cluster, w, setup.space, opt, evaluator,
-                                     flags.budget_gpu_hours, max_gpus);
-      if (flags.spec.gpus == 0 && budget->found) setup.cluster.num_gpus = budget->gpus;
-    }
-    if (flags.deadline_days > 0) {
-      deadline = fewest_gpus_for_deadline(model, cluster, w, setup.space, opt, evaluator,
-                                          flags.deadline_days, max_gpus);
-      if (flags.spec.gpus == 0 && deadline->found) setup.cluster.num_gpus = deadline->gpus;
-    }
-    // A deadline or budget that cannot be met without --gpus: the answer says so, and there is
-    // no GPU count to rank plans on.
-    const bool answer_only =
-        flags.spec.gpus == 0 && ((deadline && !deadline->found) || (budget && !budget->found));
+    const int threads = opt.threads > 0
+                            ? opt.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     const bool distinct = distinct_ranking(flags);
     if (distinct) widen_for_distinct(setup, flags);
     // --refine K re-ranks K plans, however few are shown.
     if (refine > 0) setup.options.top_k = std::max(setup.options.top_k, refine);
-    SearchResult r =
-        answer_only ? SearchResult{} : search(model, cluster, w, setup.space, opt, evaluator);
+    // The whole search (node counts first under --deadline-days / --budget-gpu-hours, then the
+    // plans at the chosen count) with one evaluator.
+    struct Outcome {
+      std::optional<DeadlineAnswer> deadline;
+      std::optional<BudgetAnswer> budget;
+      bool answer_only = false;
+      SearchResult r;
+    };
+    auto run = [&](const IEvaluator& evaluator, SearchSetup& s) {
+      Outcome o;
+      // --deadline-days: the fewest GPUs whose best plan trains the tokens in time; without
+      // --gpus the ranking below is on that count.
+      if (flags.budget_gpu_hours > 0) {
+        o.budget = fastest_within_budget(model, cluster, w, s.space, s.options, evaluator,
+                                         flags.budget_gpu_hours, max_gpus);
+        if (flags.spec.gpus == 0 && o.budget->found) s.cluster.num_gpus = o.budget->gpus;
+      }
+      if (flags.deadline_days > 0) {
+        o.deadline = fewest_gpus_for_deadline(model, cluster, w, s.space, s.options, evaluator,
+                                              flags.deadline_days, max_gpus);
+        if (flags.spec.gpus == 0 && o.deadline->found) s.cluster.num_gpus = o.deadline->gpus;
+      }
+      // A deadline or budget that cannot be met without --gpus: the answer says so, and there
+      // is no GPU count to rank plans on.
+      o.answer_only = flags.spec.gpus == 0 &&
+                      ((o.deadline && !o.deadline->found) || (o.budget && !o.budget->found));
+      if (!o.answer_only) o.r = search(model, s.cluster, w, s.space, s.options, evaluator);
+      return o;
+    };
+    if (evaluator_name == "des" && !force) {
+      // The same search priced first (no progress bar: it is the quick part).
+      SearchSetup counted = setup;
+      counted.options.progress = nullptr;
+      const SimulationCounter counter;
+      run(counter, counted);
+      check_simulation_budget(counter.events(), counter.plans(), "search --evaluator des", threads,
+                              max_events);
+    }
+    const IEvaluator& evaluator =
+        evaluator_name == "des" ? static_cast<const IEvaluator&>(des) : analytic;
+    Outcome outcome = run(evaluator, setup);
+    const std::optional<DeadlineAnswer>& deadline = outcome.deadline;
+    const std::optional<BudgetAnswer>& budget = outcome.budget;
+    const bool answer_only = outcome.answer_only;
+    SearchResult& r = outcome.r;
     if (drew) fmt::print(stderr, "\r{}\r", std::string(60, ' '));
+    if (refine > 0 && !force) {
+      double events = 0;
+      const size_t k = std::min(static_cast<size_t>(refine), r.top.size());
+      for (size_t i = 0; i < k; ++i) events += des::step_sim_cost(r.top[i].plan).events;
+      check_simulation_budget(events, k, "--refine", threads, max_events);
+    }
     if (refine > 0) refine_top(r, model, cluster, w, opt, DesEvaluator{}, refine);
     const size_t refined_count = std::min(static_cast<size_t>(refine), r.top.size());
     if (distinct) distinct_layouts_first(r, static_cast<size_t>(flags.top));

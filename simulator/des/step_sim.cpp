@@ -50,6 +50,14 @@ int stage_of_rank(const Plan& p, int rank) {
 
 bool simulator_supports(const std::string& s) { return find_schedule(s) != nullptr; }
 
+SimCost step_sim_cost(const Plan& p) {
+  if (p.pp > 1 && !simulator_supports(p.schedule)) return {};
+  // As simulate_step sets up its PipelineSimInput for one representative rank per stage.
+  const int v = p.pp > 1 ? p.vpp : 1;
+  const int m = std::max(1, p.num_microbatches());
+  return sim_cost(p.pp, v, m, plan_schedule(p)->splits_weight_gradients(), false);
+}
+
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             const SimOptions& options, const SimFaults& faults) {
   const bool link_sharing = options.link_sharing, record_trace = options.record_trace,

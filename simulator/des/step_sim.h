@@ -82,6 +82,12 @@ struct SimOptions {
 };
 StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w, const Plan& p,
                             const SimOptions& options, const SimFaults& faults = {});
+
+// What simulate_step with one rank per stage and no trace will cost (the SimCost its hooks see
+// before the first event), from the plan alone; zero for a pipelined plan whose schedule the
+// simulator does not order (evaluators fall back to the closed form there). search's budget
+// for --evaluator des and --refine sums it over the plans it will simulate.
+SimCost step_sim_cost(const Plan& p);
 inline StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload& w,
                                    const Plan& p, bool link_sharing = true,
                                    bool record_trace = false, bool all_ranks = false,
