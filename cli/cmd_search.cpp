@@ -425,6 +425,21 @@ void register_search(CLI::App& app, CommandContext& ctx) {
             fmt::format_to(o, "warning [{}]: {}\n", wn.code, wn.message);
           for (const NumberWarning& wn : u.warnings)
             fmt::format_to(o, "warning [{}]: {}\n", wn.code, wn.message);
+          // Which peak the MFU column is of (as estimate says it): the training precision's, so
+          // an FP8 plan's MFU reads half what it would against the BF16 peak on Hopper.
+          const Estimate& e = best.estimate;
+          if (e.mfu > 0) {
+            const double bf16_tflops = cluster.profile.gpu.peak_flops(Precision::kBf16) / 1e12;
+            const double peak_tflops = e.model_tflops_per_gpu / e.mfu;
+            fmt::format_to(
+                o, "(MFU: of the {:.0f} TFLOP/s {} dense peak per GPU{})\n", peak_tflops,
+                to_string(w.precision),
+                w.precision == Precision::kFp8 && bf16_tflops > 0
+                    ? fmt::format("; against the BF16 peak ({:.0f} TFLOP/s) rank 1 "
+                                  "reads {:.1f}%",
+                                  bf16_tflops, 100 * e.model_tflops_per_gpu / bf16_tflops)
+                    : "");
+          }
         }
         if (std::any_of(r.top.begin(), r.top.end(),
                         [](const Candidate& k) { return k.plan.split_stages > 0; }))

@@ -76,4 +76,19 @@ refused "--out: 'm.yaml' is the input of --model" estimate --model m.yaml -c dgx
 refused "--out: 'link.json' is the input of config" import-hf c.json --out link.json
 refused "--summary: 'same.txt' is also --out's file" calibrate --backend cpu --profile dgx-h100 --out same.txt --summary same.txt
 [[ "$(md5sum m.yaml c.json same.txt)" == "$before" ]] || fail "a refused run changed its files"
-echo "3 passed, 0 failed"
+
+# The MFU column says which peak it is of (the training precision's dense peak, the H100
+# datasheet's 989 BF16 / 1979 FP8 TFLOP/s in dgx-h100.yaml); for FP8 the BF16 reading is given
+# and equals twice the table's rank-1 MFU (the FP8 peak is twice the BF16 one on H100).
+"$bin" search "${common[@]}" --gbs 64 --precision fp8 > fp8.txt
+grep -q '^(MFU: of the 1979 TFLOP/s fp8 dense peak per GPU; against the BF16 peak (989 TFLOP/s) rank 1 reads ' fp8.txt \
+  || fail "FP8 MFU peak not labelled: $(grep '^(MFU' fp8.txt)"
+grep -q '^(MFU: of the 989 TFLOP/s bf16 dense peak per GPU)$' one.txt || fail "BF16 MFU peak not labelled"
+python3 - <<'PY' || exit 1
+import re
+t = open("fp8.txt").read()
+rank1 = float(re.search(r"^\s+1\s.*?\s(\d+\.\d)%", t, re.M).group(1))
+bf16 = float(re.search(r"rank 1 reads (\d+\.\d)%", t).group(1))
+assert abs(bf16 - 2 * rank1) <= 0.15, (rank1, bf16)
+PY
+echo "4 passed, 0 failed"
