@@ -57,11 +57,13 @@ class Registry {
   std::vector<Entry> entries_;
 };
 
+// __COUNTER__, not __LINE__: two plug-ins on the same line of different files share one
+// translation unit in a unity build (the CI sanitizer builds).
 #define DTPLAN_REGISTER_CONCAT2(a, b) a##b
 #define DTPLAN_REGISTER_CONCAT(a, b) DTPLAN_REGISTER_CONCAT2(a, b)
 #define DTPLAN_REGISTER(Interface, Impl, name, description)                        \
   namespace {                                                                      \
-  [[maybe_unused]] const bool DTPLAN_REGISTER_CONCAT(registered_, __LINE__) =      \
+  [[maybe_unused]] const bool DTPLAN_REGISTER_CONCAT(registered_, __COUNTER__) =   \
       ::dtplan::Registry<Interface>::global().add(name, description,               \
                                                   std::make_shared<const Impl>()); \
   }

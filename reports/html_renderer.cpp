@@ -34,8 +34,6 @@ details{margin:8px 0}
 std::string e(std::string_view s) { return html_escape(s); }
 
 std::string f3(double v) { return fmt::format("{:.3f}", v); }
-std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / units::kGiB); }
-std::string pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
 
 }  // namespace
 
@@ -178,14 +176,14 @@ std::string render_report_html(const ReportData& d) {
     card("step time", with_band(fmt::format("{:.3f} s", est.step_time_s), b.step_low_s,
                                 b.step_high_s, "{:.1f}", b.band));
     card("tokens/s per GPU", fmt::format("{:.0f}", est.tokens_per_s_per_gpu));
-    card("MFU", b.band ? fmt::format("{} ({:.0f}–{:.0f}%)", pct(est.mfu), 100 * b.mfu_low,
+    card("MFU", b.band ? fmt::format("{} ({:.0f}–{:.0f}%)", pct_text(est.mfu), 100 * b.mfu_low,
                                      100 * b.mfu_high)
-                       : pct(est.mfu));
+                       : pct_text(est.mfu));
     card("model TFLOP/s per GPU", fmt::format("{:.1f}", est.model_tflops_per_gpu));
     card("peak memory",
-         fmt::format("{} GiB of {:.0f}", gib(est.memory_peak.total_bytes()), d.hbm_gib));
-    card("bubble", pct(est.bubble_fraction));
-    card("exposed comm", pct(est.comm_share));
+         fmt::format("{} GiB of {:.0f}", gib_text(est.memory_peak.total_bytes()), d.hbm_gib));
+    card("bubble", pct_text(est.bubble_fraction));
+    card("exposed comm", pct_text(est.comm_share));
     if (d.train_tokens > 0)
       card(fmt::format("time to train {:.3g}T tokens", d.train_tokens / 1e12),
            with_band(fmt::format("{:.1f} days", est.time_to_train_days), b.days_low, b.days_high,
@@ -210,8 +208,9 @@ std::string render_report_html(const ReportData& d) {
                    i + 1, plan_cells(d.top[i].plan),
                    with_band(f3(est.step_time_s), d.top[i].step_low_s, d.top[i].step_high_s,
                              "{:.1f}", d.top[i].band),
-                   pct(est.mfu), est.tokens_per_s_per_gpu, gib(est.memory_peak.total_bytes()),
-                   pct(est.comm_share), pct(est.bubble_fraction));
+                   pct_text(est.mfu), est.tokens_per_s_per_gpu,
+                   gib_text(est.memory_peak.total_bytes()), pct_text(est.comm_share),
+                   pct_text(est.bubble_fraction));
   }
   o += "</table>\n";
 
@@ -381,7 +380,7 @@ std::string render_report_html(const ReportData& d) {
                      "<td class=\"{}\">{:+.3f} s</td><td>{}</td><td class=\"l\">{}</td></tr>\n",
                      e(a.dimension), e(a.row.layout), f3(a.row.estimate.step_time_s),
                      a.delta_step_s > 0 ? "worse" : "better", a.delta_step_s,
-                     gib(a.row.estimate.memory_peak.total_bytes()), e(a.reason));
+                     gib_text(a.row.estimate.memory_peak.total_bytes()), e(a.reason));
     else
       fmt::format_to(out,
                      "<tr><td class=\"l\">{}</td><td class=\"l\">-</td><td>-</td><td>-</td>"

@@ -18,8 +18,6 @@ namespace dtplan::reports {
 namespace {
 
 std::string c(std::string_view s) { return markdown_cell(s); }
-std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / units::kGiB); }
-std::string pct(double v) { return fmt::format("{:.1f}%", 100 * v); }
 
 // A pipe table: header cells, then rows with the same number of cells (already escaped).
 void table(std::string& o, const std::vector<std::string>& header,
@@ -54,7 +52,7 @@ void source_block(std::string& o, const std::string& json) {
   o += "```\n";
 }
 
-std::vector<std::string> plan_cells(const Plan& p) {
+std::vector<std::string> plan_cell_list(const Plan& p) {
   return {std::to_string(p.tp),  std::to_string(p.pp),          std::to_string(p.cp),
           std::to_string(p.ep),  std::to_string(p.dp),          std::to_string(p.vpp),
           p.sp ? "on" : "-",     std::to_string(p.zero),        p.recompute_cell(),
@@ -94,14 +92,14 @@ std::string render_report_markdown(const ReportData& d) {
                                 d.top.front().step_high_s, "{:.1f}", d.top.front().band)},
         {"tokens/s per GPU", fmt::format("{:.0f}", e.tokens_per_s_per_gpu)},
         {"MFU", d.top.front().band
-                    ? fmt::format("{} ({:.0f}–{:.0f}%)", pct(e.mfu), 100 * d.top.front().mfu_low,
-                                  100 * d.top.front().mfu_high)
-                    : pct(e.mfu)},
+                    ? fmt::format("{} ({:.0f}–{:.0f}%)", pct_text(e.mfu),
+                                  100 * d.top.front().mfu_low, 100 * d.top.front().mfu_high)
+                    : pct_text(e.mfu)},
         {"model TFLOP/s per GPU", fmt::format("{:.1f}", e.model_tflops_per_gpu)},
         {"peak memory",
-         fmt::format("{} GiB of {:.0f}", gib(e.memory_peak.total_bytes()), d.hbm_gib)},
-        {"bubble", pct(e.bubble_fraction)},
-        {"exposed communication", pct(e.comm_share)}};
+         fmt::format("{} GiB of {:.0f}", gib_text(e.memory_peak.total_bytes()), d.hbm_gib)},
+        {"bubble", pct_text(e.bubble_fraction)},
+        {"exposed communication", pct_text(e.comm_share)}};
     if (d.train_tokens > 0)
       figures.push_back(
           {fmt::format("time to train {:.3g}T tokens", d.train_tokens / 1e12),
@@ -118,11 +116,11 @@ std::string render_report_markdown(const ReportData& d) {
     for (size_t i = 0; i < d.top.size(); ++i) {
       const Estimate& e = d.top[i].estimate;
       std::vector<std::string> r = {std::to_string(i + 1)};
-      for (auto& s : plan_cells(d.top[i].plan)) r.push_back(s);
+      for (auto& s : plan_cell_list(d.top[i].plan)) r.push_back(s);
       for (const auto& s :
-           {fmt::format("{:.3f}", e.step_time_s), pct(e.mfu),
-            fmt::format("{:.0f}", e.tokens_per_s_per_gpu), gib(e.memory_peak.total_bytes()),
-            pct(e.comm_share), pct(e.bubble_fraction)})
+           {fmt::format("{:.3f}", e.step_time_s), pct_text(e.mfu),
+            fmt::format("{:.0f}", e.tokens_per_s_per_gpu), gib_text(e.memory_peak.total_bytes()),
+            pct_text(e.comm_share), pct_text(e.bubble_fraction)})
         r.push_back(s);
       rows.push_back(r);
     }
@@ -150,9 +148,10 @@ std::string render_report_markdown(const ReportData& d) {
     const auto& stages = d.top.front().stages;
     for (size_t i = 0; i < stages.size(); ++i) {
       const StageMemory& m = stages[i];
-      rows.push_back({fmt::format("stage {} ({} layers)", i, m.layers), gib(m.weights_bytes),
-                      gib(m.grads_bytes), gib(m.optimizer_bytes), gib(m.activations_bytes),
-                      gib(m.buffers_bytes), gib(m.total_bytes()),
+      rows.push_back({fmt::format("stage {} ({} layers)", i, m.layers), gib_text(m.weights_bytes),
+                      gib_text(m.grads_bytes), gib_text(m.optimizer_bytes),
+                      gib_text(m.activations_bytes), gib_text(m.buffers_bytes),
+                      gib_text(m.total_bytes()),
                       m.total_bytes() <= d.hbm_gib * units::kGiB ? "yes" : "**no**"});
     }
     table(o,
@@ -182,7 +181,7 @@ std::string render_report_markdown(const ReportData& d) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& p : d.pareto)
       rows.push_back({c(p.layout), fmt::format("{:.3f}", p.estimate.step_time_s),
-                      gib(p.estimate.memory_peak.total_bytes())});
+                      gib_text(p.estimate.memory_peak.total_bytes())});
     table(o, {"plan", "step (s)", "peak GiB"}, rows);
   }
 

@@ -1,10 +1,13 @@
 #include "reports/renderers.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/units.h"
 
 namespace dtplan::reports {
 
@@ -17,6 +20,9 @@ Format format_from_path(const std::string& path, const std::string& flag) {
   throw InputError(
       {}, flag, "'" + path + "': the extension picks the format: .html (HTML) or .md (Markdown)");
 }
+
+std::string gib_text(double bytes) { return fmt::format("{:.1f}", bytes / units::kGiB); }
+std::string pct_text(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
 
 std::string render_report(const ReportData& d, Format f) {
   return f == Format::kHtml ? render_report_html(d) : render_report_markdown(d);

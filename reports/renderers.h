@@ -26,6 +26,11 @@ std::string render_report_markdown(const ReportData& d);
 std::string render_whatif_markdown(const WhatifData& d);
 
 std::string render_report(const ReportData& d, Format f);
+
+// Shared by the renderers: bytes as GiB with one decimal ("12.3"), a fraction as a percentage
+// with one decimal ("45.6%").
+std::string gib_text(double bytes);
+std::string pct_text(double fraction);
 std::string render_whatif(const WhatifData& d, Format f);
 
 }  // namespace dtplan::reports

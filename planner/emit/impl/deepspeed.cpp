@@ -14,7 +14,7 @@ namespace {
 
 // The ds_config.json is the same for both; each is loaded by that DeepSpeed release's own
 // DeepSpeedConfig in tests/e2e/deepspeed_config.sh.
-constexpr FrameworkVersion kVersions[] = {
+constexpr FrameworkVersion kDeepSpeedVersions[] = {
     {"0.19.8",
      "DeepSpeed 0.19.8 with deepspeedai/Megatron-DeepSpeed @ "
      "f4157bea69f3df8c6cb66f2ebcda66ba03d1288e (2024-12-24)"},
@@ -174,7 +174,7 @@ ArgList mds_args(const EmitInput& in) {
 
 class DeepSpeedEmitter final : public IEmitter {
  public:
-  std::span<const FrameworkVersion> versions() const override { return kVersions; }
+  std::span<const FrameworkVersion> versions() const override { return kDeepSpeedVersions; }
 
   std::string refusal(const EmitInput& in) const override {
     chosen_version(*this, in);

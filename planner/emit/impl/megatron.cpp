@@ -10,7 +10,7 @@
 namespace dtplan {
 namespace {
 
-constexpr FrameworkVersion kVersions[] = {
+constexpr FrameworkVersion kMegatronVersions[] = {
     {"d98e8a6",
      "NVIDIA/Megatron-LM main @ d98e8a64ddf34856e74b24714e3bedb2f5a39553 (2026-08-22, "
      "Megatron-Core 0.20.0 pre-release)"},
@@ -29,7 +29,7 @@ ArgList megatron_args(const EmitInput& in) {
 
 class MegatronEmitter final : public IEmitter {
  public:
-  std::span<const FrameworkVersion> versions() const override { return kVersions; }
+  std::span<const FrameworkVersion> versions() const override { return kMegatronVersions; }
 
   std::string refusal(const EmitInput& in) const override {
     chosen_version(*this, in);

@@ -21,7 +21,7 @@
 namespace dtplan {
 namespace {
 
-constexpr FrameworkVersion kVersions[] = {
+constexpr FrameworkVersion kTorchtitanVersions[] = {
     {"0.2.2",
      "torchtitan v0.2.2 (pytorch/torchtitan@73a0e6979dd10b6b1904098eb3c8f62c18ab87ce, TOML job "
      "config)"},
@@ -524,7 +524,7 @@ std::string python_config(const EmitInput& in, const FrameworkVersion& v, const 
 
 class TorchtitanEmitter final : public IEmitter {
  public:
-  std::span<const FrameworkVersion> versions() const override { return kVersions; }
+  std::span<const FrameworkVersion> versions() const override { return kTorchtitanVersions; }
 
   std::string refusal(const EmitInput& in) const override {
     return resolve(in, chosen_version(*this, in)).refusal;

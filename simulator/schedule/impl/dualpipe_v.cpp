@@ -19,8 +19,7 @@
 
 namespace dtplan {
 namespace {
-constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB, kW = ScheduleTask::kW,
-                             kBW = ScheduleTask::kBW, kFB = ScheduleTask::kFB;
+using enum ScheduleTask::Pass;  // kF, kB, kW, ... (unity builds: one name in every file)
 
 // DualPipeV (deepseek-ai/DualPipe, dualpipe/dualpipev.py, DualPipeV.step): rank s of p, n
 // micro-batches, in eight phases

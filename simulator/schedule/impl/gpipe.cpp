@@ -9,7 +9,7 @@
 
 namespace dtplan {
 namespace {
-constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB;
+using enum ScheduleTask::Pass;  // kF, kB, kW, ... (unity builds: one name in every file)
 class GPipe final : public IPipelineSchedule {
  public:
   std::vector<ScheduleTask> task_order(int, int, int, int m) const override {

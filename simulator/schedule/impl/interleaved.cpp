@@ -9,7 +9,7 @@
 
 namespace dtplan {
 namespace {
-constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB;
+using enum ScheduleTask::Pass;  // kF, kB, kW, ... (unity builds: one name in every file)
 class Interleaved final : public IPipelineSchedule {
  public:
   const char* bubble_formula() const override {

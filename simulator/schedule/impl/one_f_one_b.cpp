@@ -8,7 +8,7 @@
 
 namespace dtplan {
 namespace {
-constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB;
+using enum ScheduleTask::Pass;  // kF, kB, kW, ... (unity builds: one name in every file)
 class OneFOneB final : public IPipelineSchedule {
  public:
   std::vector<ScheduleTask> task_order(int s, int p, int, int m) const override {

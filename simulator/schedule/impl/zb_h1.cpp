@@ -7,7 +7,7 @@
 
 namespace dtplan {
 namespace {
-constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB, kW = ScheduleTask::kW;
+using enum ScheduleTask::Pass;  // kF, kB, kW, ... (unity builds: one name in every file)
 class ZbH1 final : public IPipelineSchedule {
  public:
   const char* bubble_formula() const override {

@@ -23,7 +23,7 @@
 
 namespace dtplan {
 namespace {
-constexpr ScheduleTask::Pass kF = ScheduleTask::kF, kB = ScheduleTask::kB, kW = ScheduleTask::kW;
+using enum ScheduleTask::Pass;  // kF, kB, kW, ... (unity builds: one name in every file)
 
 // ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", NeurIPS 2024), built as the
 // handcrafted ZB-V order of sail-sg/zero-bubble-pipeline-parallelism
