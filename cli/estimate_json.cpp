@@ -195,6 +195,8 @@ nlohmann::json estimate_to_json(const Resolved& r, const Estimate& e, FlopsConve
                          {"master_weights_bytes", k.master_weights_bytes},
                          {"optimizer_moments_bytes", k.optimizer_moments_bytes}}},
                        {"writers", k.writers},
+                       {"written_by", checkpoint_writers_text(k)},
+                       {"first_replica_bytes", k.first_replica_bytes},
                        {"per_rank_bytes", k.per_rank_bytes},
                        {"per_node_bytes", k.per_node_bytes},
                        {"d2h_s", k.d2h_s},
@@ -341,16 +343,22 @@ std::string estimate_to_text(const Resolved& r, const Estimate& e, FlopsConventi
   {
     const FailureCosts f = failure_costs(r.model, r.cluster, r.plan, st, r.failure);
     const CheckpointCosts& k = f.checkpoint;
-    fmt::format_to(out,
-                   "\ncheckpoints and failures (docs/resilience.md)\n"
-                   "  checkpoint {} (weights {}, fp32 master {}, Adam moments {}); {} per rank\n"
-                   "  write: copy to host {:.2f} s + storage {:.2f} s ({}) = {:.2f} s "
-                   "synchronous, {:.2f} s blocking with --async-save\n",
-                   human_bytes(k.size_bytes), human_bytes(k.weights_bytes),
-                   human_bytes(k.master_weights_bytes), human_bytes(k.optimizer_moments_bytes),
-                   human_bytes(k.per_rank_bytes), k.d2h_s, k.storage_write_s,
-                   k.file_system_bound ? "file-system bound" : "node-link bound", k.write_s_sync,
-                   k.write_s_async_blocking);
+    fmt::format_to(
+        out,
+        "\ncheckpoints and failures (docs/resilience.md)\n"
+        "  checkpoint {} (weights {}, fp32 master {}, Adam moments {}); {} per rank{}\n"
+        "  write: copy to host {:.2f} s + storage {:.2f} s ({}) = {:.2f} s "
+        "synchronous, {:.2f} s blocking with --async-save\n",
+        human_bytes(k.size_bytes),
+        k.weights_bytes > 0 ? human_bytes(k.weights_bytes)
+                            : std::string("none: DeepSpeed's ZeRO-3 state dict holds no "
+                                          "16-bit weights"),
+        human_bytes(k.master_weights_bytes), human_bytes(k.optimizer_moments_bytes),
+        human_bytes(k.per_rank_bytes),
+        k.first_replica_bytes <= 0 ? std::string()
+                                   : fmt::format(" at most ({})", checkpoint_writers_text(k)),
+        k.d2h_s, k.storage_write_s, k.file_system_bound ? "file-system bound" : "node-link bound",
+        k.write_s_sync, k.write_s_async_blocking);
     const std::string restart =
         f.restart_given
             ? fmt::format("restart {:.0f} s (given by --restart-s)", f.restart_s)

@@ -47,6 +47,7 @@ FrameworkCheck select_framework(const std::string& spec, const CLI::App& cmd, Re
   if (!profile) {
     FrameworkCheck c = check_framework(spec, r.plan, r.model);
     r.framework = framework_name(c.framework);
+    r.failure.writers = checkpoint_writers_of_stack(r.framework);
     return c;
   }
   FrameworkProfile& f = *profile;
@@ -68,6 +69,7 @@ FrameworkCheck select_framework(const std::string& spec, const CLI::App& cmd, Re
   c.given = true;
   c.attention_kernel = std::move(kernel);
   r.framework = f.stack;
+  r.failure.writers = checkpoint_writers_of_stack(r.framework);
   c.profile = std::move(profile);
   return c;
 }

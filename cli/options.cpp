@@ -503,7 +503,7 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   // blocks longer than the interval would leave no time to train (asynchronous saves raise the
   // interval to their write time instead, simulator/cost/reliability.cpp).
   if (violations.empty() && r.failure.interval_s && !r.failure.async_save) {
-    const CheckpointCosts k = checkpoint_costs(r.model, r.cluster, p, r.failure.parallel_save);
+    const CheckpointCosts k = checkpoint_costs(r.model, r.cluster, p, r.failure.writers);
     if (*r.failure.interval_s <= k.write_s_sync)
       violations.push_back(
           {"--checkpoint-interval-s",

@@ -351,6 +351,8 @@ SearchSetup make_search_setup(const SearchFlags& f) {
     opt.framework = parse_framework(f.framework);
     s.framework_stack = framework_name(opt.framework);
   }
+  // Who writes the ranked plans' checkpoints: the framework's checkpoint code.
+  s.failure.writers = checkpoint_writers_of_stack(s.framework_stack);
   opt.allow_cross_node_tp = f.cross_node_tp;
   opt.prune = !f.no_prune;
   opt.threads = f.threads;

@@ -357,13 +357,38 @@ std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, co
     out.push_back({std::move(q), std::move(formula), std::move(subst), std::move(result), value,
                    model_value});
   };
-  const double size = 14.0 * params;
-  add("checkpoint size", "(2 B weights + 4 B fp32 master + 8 B Adam moments) x parameters",
-      fmt::format("14 B x {}", params_text(params)), size, k.size_bytes, human_bytes(size));
-  const double shard = size / k.writers;
-  add("shard per rank", "checkpoint / writing ranks (fully parallel save)",
-      fmt::format("{} / {}", human_bytes(size), k.writers), shard, k.per_rank_bytes,
-      human_bytes(shard));
+  const bool no_weights = k.weights_bytes <= 0;  // DeepSpeed ZeRO-3: partitioned out
+  const double bytes_per_param = no_weights ? 12.0 : 14.0;
+  const double size = bytes_per_param * params;
+  add("checkpoint size",
+      no_weights ? "(4 B fp32 master + 8 B Adam moments) x parameters (DeepSpeed ZeRO-3: the "
+                   "16-bit weights are partitioned out of the state dict)"
+                 : "(2 B weights + 4 B fp32 master + 8 B Adam moments) x parameters",
+      fmt::format("{:g} B x {}", bytes_per_param, params_text(params)), size, k.size_bytes,
+      human_bytes(size));
+  double shard = size / k.writers;
+  if (k.first_replica_bytes <= 0) {
+    add("shard per rank", "checkpoint / writing ranks (fully parallel save)",
+        fmt::format("{} / {}", human_bytes(size), k.writers), shard, k.per_rank_bytes,
+        human_bytes(shard));
+  } else if (k.first_replica_bytes >= size) {
+    shard = size / k.first_replica_writers;
+    add("shard per rank",
+        "checkpoint / the first data-parallel replica's ranks (tp x cp x pp; the others write "
+        "none)",
+        fmt::format("{} / {}", human_bytes(size), k.first_replica_writers), shard, k.per_rank_bytes,
+        human_bytes(shard));
+  } else {
+    const double rest = size - k.first_replica_bytes;
+    shard = k.first_replica_bytes / k.first_replica_writers + rest / k.writers;
+    add("shard per rank (a first-replica rank)",
+        "16-bit weights / the first replica's ranks (tp x cp x pp) + (fp32 master + moments) / "
+        "every rank (DeepSpeed: mp_rank model states by data-parallel rank 0, zero_pp_rank "
+        "optimizer shards by all)",
+        fmt::format("{} / {} + {} / {}", human_bytes(k.first_replica_bytes),
+                    k.first_replica_writers, human_bytes(rest), k.writers),
+        shard, k.per_rank_bytes, human_bytes(shard));
+  }
   const HostSpec& host = c.profile.host;
   // The writers of a node behind one PCIe uplink to the CPU share it.
   const int sharing = host.sharing_when(k.writers_per_node);
@@ -397,7 +422,7 @@ std::vector<Derivation> derive_failures(const ModelSpec& m, const Cluster& c, co
       o.async_save ? secs(delta) : fmt::format("{} (async: {})", secs(delta), secs(d2h)));
   const double mtbf = sv.reliability.mtbf_per_gpu_hours * 3600.0 / c.num_gpus;
   add("job MTBF", "MTBF per GPU / GPUs",
-      fmt::format("{:.0f} h x 3600 / {}", sv.reliability.mtbf_per_gpu_hours, c.num_gpus), mtbf,
+      fmt::format("{:.0f} h / {}", sv.reliability.mtbf_per_gpu_hours, c.num_gpus), mtbf,
       f.job_mtbf_s, fmt::format("{:.2f} h", mtbf / 3600));
   double tau = o.interval_s.value_or(std::sqrt(2.0 * delta * mtbf));
   const bool raised = o.async_save && tau < write;

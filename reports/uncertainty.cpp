@@ -101,11 +101,12 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
     u.warnings.push_back(
         {"offload-unvalidated",
          fmt::format("activation offload ({} layers): {} of dtplan's published runs on {} GPUs "
-                     "offload activations ({} on any GPU), and the band comes from runs without "
-                     "it; the copies to and from host memory ({:g} GB/s per GPU with every GPU "
-                     "of the node copying) are priced from the profile and hidden only where a "
-                     "pass's compute is longer",
+                     "offload activations ({} on any GPU), and {}; the copies to and from host "
+                     "memory ({:g} GB/s per GPU with every GPU of the node copying) are priced "
+                     "from the profile and hidden only where a pass's compute is longer",
                      p.offload_layers, same, r.generation, any,
+                     u.band.found ? "the band comes from runs without it"
+                                  : "no band is given (no-error-band)",
                      hw.host.concurrent_gbps_per_gpu())});
   }
   // Tensor parallelism beyond the NVLink domain: priced (its collectives on the scale-out

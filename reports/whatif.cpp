@@ -417,6 +417,7 @@ WhatifData run_whatif(const ScenarioFile& f, int threads) {
         FailureOptions fo;
         fo.restart_s = s.restart_s;
         fo.async_save = s.async_save.value_or(false);
+        fo.writers = checkpoint_writers_of_stack(framework_name(opt.framework));
         const FailureCosts fc = failure_costs(model, cluster, r.top.front().plan,
                                               r.top.front().estimate.step_time_s, fo);
         c.has_reliability = true;

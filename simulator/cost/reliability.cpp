@@ -27,29 +27,49 @@ double checkpoint_waste_fraction(double checkpoint_s, double interval_s, double 
   return checkpoint_s / interval_s + (interval_s / 2.0 + restart_s) / mtbf_s;
 }
 
+CheckpointWriters checkpoint_writers_of_stack(const std::string& stack) {
+  return stack == "deepspeed" ? CheckpointWriters::kDeepSpeed : CheckpointWriters::kEveryRank;
+}
+
 CheckpointCosts checkpoint_costs(const ModelSpec& m, const Cluster& c, const Plan& p,
-                                 bool parallel_save) {
+                                 CheckpointWriters who) {
   const ClusterServices sv = services_of(c);
   const HardwareProfile& hw = c.profile;
   CheckpointCosts k;
+  k.who = who;
   const double params = static_cast<double>(count_params(m).total());
-  k.weights_bytes = 2.0 * params;
+  // DeepSpeed's ZeRO-3 partitions the 16-bit weights out of the module's state dict ("they
+  // aren't part of state_dict": stage3_gather_16bit_weights_on_model_save,
+  // docs/_pages/config-json.md, deepspeedai/DeepSpeed@edaa7221); the fp32 partitions stand in.
+  const bool ds = who == CheckpointWriters::kDeepSpeed;
+  k.weights_bytes = ds && p.zero == 3 ? 0.0 : 2.0 * params;
   k.master_weights_bytes = 4.0 * params;
   k.optimizer_moments_bytes = 8.0 * params;
   k.size_bytes = k.weights_bytes + k.master_weights_bytes + k.optimizer_moments_bytes;
-  // Fully parallel save: the replicas of a model-parallel shard split its writing, so every
-  // rank writes size / ranks (Megatron dist_checkpointing FullyParallelSaveStrategyWrapper;
-  // FSDP and ZeRO-3 shards are that size by construction).
+  // What the first replica writes alone: everything (legacy format; DeepSpeed without ZeRO,
+  // whose optimizer state rides in the model-states file) or DeepSpeed's 16-bit weights (dp
+  // rank 0 saves the model states: save_non_zero_checkpoint, is_data_parallel_writer; every
+  // rank of the optimizer's group its zero_pp_rank shard: save_zero_checkpoint,
+  // deepspeed/runtime/engine.py _configure_checkpointing, deepspeedai/DeepSpeed@edaa7221).
+  // The rest is split over every rank (Megatron dist_checkpointing's
+  // FullyParallelSaveStrategyWrapper; FSDP and ZeRO shards are that size by construction).
+  if (who == CheckpointWriters::kFirstReplica || (ds && p.zero == 0))
+    k.first_replica_bytes = k.size_bytes;
+  else if (ds)
+    k.first_replica_bytes = k.weights_bytes;
+  const double shared_bytes = k.size_bytes - k.first_replica_bytes;
   const int gpn = std::max(1, std::min(c.num_gpus, hw.node.gpus_per_node));
-  int per_node = gpn;
-  k.writers = std::max(1, c.num_gpus);
-  if (!parallel_save) {
-    // The first replica's ranks: its tp x cp block of each stage (adjacent in the rank order).
-    k.writers = std::max(1, std::min(c.num_gpus, p.tp * p.cp * p.pp));
-    per_node = std::max(1, std::min(gpn, p.tp * p.cp));
-  }
-  k.per_rank_bytes = k.size_bytes / k.writers;
-  k.per_node_bytes = k.per_rank_bytes * per_node;
+  const int ranks = std::max(1, c.num_gpus);
+  // The first replica's ranks: its tp x cp block of each stage (adjacent in the rank order).
+  const int first = std::max(1, std::min(ranks, p.tp * p.cp * p.pp));
+  const int first_per_node = std::max(1, std::min(gpn, p.tp * p.cp));
+  const double shared_shard = shared_bytes / ranks;
+  const double first_shard = k.first_replica_bytes > 0 ? k.first_replica_bytes / first : 0.0;
+  if (k.first_replica_bytes > 0) k.first_replica_writers = first;
+  k.writers = shared_bytes > 0 ? ranks : first;
+  const int per_node = shared_bytes > 0 ? gpn : first_per_node;
+  k.per_rank_bytes = first_shard + shared_shard;
+  k.per_node_bytes = first_per_node * first_shard + gpn * shared_shard;
   k.writers_per_node = per_node;
   // Every writing rank stages its shard at once: writers behind one PCIe uplink share it.
   const double pcie = hw.host.pcie_gbps_per_gpu > 0 ? hw.host.gbps_per_gpu_when(per_node) : 16.0;
@@ -69,11 +89,21 @@ CheckpointCosts checkpoint_costs(const ModelSpec& m, const Cluster& c, const Pla
   return k;
 }
 
+const char* checkpoint_writers_text(const CheckpointCosts& k) {
+  if (k.first_replica_bytes <= 0) return "every rank writes an equal shard (fully parallel save)";
+  if (k.first_replica_bytes < k.size_bytes)
+    return "DeepSpeed: data-parallel rank 0 writes the 16-bit weights, every rank its ZeRO "
+           "optimizer shard";
+  return k.who == CheckpointWriters::kDeepSpeed
+             ? "DeepSpeed without ZeRO: data-parallel rank 0 writes model and optimizer states"
+             : "the first data-parallel replica writes it";
+}
+
 FailureCosts failure_costs(const ModelSpec& m, const Cluster& c, const Plan& p, double step_time_s,
                            const FailureOptions& o) {
   const ClusterServices sv = services_of(c);
   FailureCosts f;
-  f.checkpoint = checkpoint_costs(m, c, p, o.parallel_save);
+  f.checkpoint = checkpoint_costs(m, c, p, o.writers);
   const RestartSpec& r = sv.restart;
   f.restart.detection_s = r.detection_s;
   f.restart.requeue_s = r.requeue_s;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "core/hardware.h"
 #include "core/model_spec.h"
@@ -25,29 +26,51 @@ double daly_interval_s(double checkpoint_s, double mtbf_s);
 double checkpoint_waste_fraction(double checkpoint_s, double interval_s, double restart_s,
                                  double mtbf_s);
 
-// One checkpoint of a plan. Megatron's distributed checkpoint (torch_dist, fully parallel
-// save) and FSDP/ZeRO-3 shard it so that every rank writes an equal part; its items are the
-// 16-bit weights (2 B per parameter), the fp32 master weights (4 B) and Adam's two fp32
-// moments (8 B).
+// Who writes a checkpoint's parts: the framework's checkpoint code (docs/resilience.md).
+enum class CheckpointWriters {
+  // Every rank an equal shard of everything: Megatron's distributed checkpoint (torch_dist with
+  // the fully parallel save, the default), FSDP and torchtitan's DCP.
+  kEveryRank,
+  // The first data-parallel replica writes everything, tp x cp x pp ranks: Megatron's legacy
+  // `torch` format.
+  kFirstReplica,
+  // DeepSpeed's default engine: data-parallel rank 0 writes the module's 16-bit weights
+  // (mp_rank_*_model_states.pt; none under ZeRO-3, whose weights are partitioned out of the
+  // state dict) and, with ZeRO >= 1, every rank its shard of the fp32 master weights and
+  // moments (zero_pp_rank_*_optim_states.pt); without ZeRO the optimizer state rides in the
+  // model-states file.
+  kDeepSpeed,
+};
+// The writers of a framework stack ("megatron", "deepspeed", "torchtitan", "other"): DeepSpeed's
+// for "deepspeed", every rank's otherwise.
+CheckpointWriters checkpoint_writers_of_stack(const std::string& stack);
+
+// One checkpoint of a plan: the 16-bit weights (2 B per parameter), the fp32 master weights
+// (4 B) and Adam's two fp32 moments (8 B), written by the ranks `CheckpointWriters` says.
 struct CheckpointCosts {
   double weights_bytes = 0, master_weights_bytes = 0, optimizer_moments_bytes = 0;
   double size_bytes = 0;
-  int writers = 0;                    // ranks that write a shard
+  // The part only the first data-parallel replica writes (split over its tp x cp x pp ranks);
+  // the rest is split over every rank.
+  double first_replica_bytes = 0;
+  int first_replica_writers = 0;      // tp x cp x pp, where first_replica_bytes > 0
+  int writers = 0;                    // ranks that write anything
   int writers_per_node = 1;           // of those, on one node (sharing its PCIe uplinks)
-  double per_rank_bytes = 0;          // one shard
-  double per_node_bytes = 0;          // what one node writes
-  double d2h_s = 0;                   // a shard from GPU to pinned host memory (PCIe)
+  double per_rank_bytes = 0;          // the largest shard (a first-replica rank's)
+  double per_node_bytes = 0;          // what the busiest node writes
+  double d2h_s = 0;                   // that shard from GPU to pinned host memory (PCIe)
   double storage_write_s = 0;         // every node's shards onto storage, in parallel
   bool file_system_bound = false;     // the aggregate, not a node's link, sets storage_write_s
   double write_s_sync = 0;            // blocks training: copy, then write
   double write_s_async_blocking = 0;  // blocks training: the copy (Megatron --async-save)
   double load_s = 0;                  // read back at a restart, then host to GPU
+  CheckpointWriters who = CheckpointWriters::kEveryRank;
 };
 
-// parallel_save false: only the first data-parallel replica writes (Megatron's legacy `torch`
-// format, DeepSpeed's mp_rank files): tp x cp x pp writers, on fewer nodes.
 CheckpointCosts checkpoint_costs(const ModelSpec& m, const Cluster& c, const Plan& p,
-                                 bool parallel_save = true);
+                                 CheckpointWriters who = CheckpointWriters::kEveryRank);
+// Who wrote it, in words (text and JSON outputs).
+const char* checkpoint_writers_text(const CheckpointCosts& k);
 
 // A restart after a failure, from its parts (defaults in core/cluster_services.cpp).
 struct RestartCosts {
@@ -56,8 +79,8 @@ struct RestartCosts {
 };
 
 struct FailureOptions {
-  bool async_save = false;           // checkpoints block only for the device-to-host copy
-  bool parallel_save = true;         // every rank writes a shard (see checkpoint_costs)
+  bool async_save = false;  // checkpoints block only for the device-to-host copy
+  CheckpointWriters writers = CheckpointWriters::kEveryRank;  // set from the framework's stack
   std::optional<double> restart_s;   // the whole restart, instead of its parts
   std::optional<double> interval_s;  // checkpoint every this many seconds, not Young's
   double skipped_step_fraction = 0;  // steps lost to fp16 overflow (goodput term)

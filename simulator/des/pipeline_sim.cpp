@@ -80,6 +80,9 @@ class Sim final : public Handler {
       busy_s_.push_back(0);
       send_blocked_s_.push_back(0);
       send_since_.push_back(0);
+      moving_.push_back(0);
+      moving_since_.push_back(0);
+      send_moving_s_.push_back(0);
       live_.push_back(0);
       peak_live_.push_back(0);
       // The last task that produces weight gradients (W where B and W are split): bucketed
@@ -146,6 +149,7 @@ class Sim final : public Handler {
     r.dp_end_s = dp_end_;
     r.busy_s = busy_s_;
     r.send_blocked_s = send_blocked_s_;
+    r.send_moving_s = send_moving_s_;
     for (int peak : peak_live_)
       r.peak_inflight_microbatches.push_back(static_cast<double>(peak) / in_.v);
     r.trace = std::move(trace_events_);
@@ -173,6 +177,9 @@ class Sim final : public Handler {
       const int from = sender(payload);
       const size_t idx = slot_of(payload);
       ready_[static_cast<size_t>(pass)][static_cast<size_t>(to)][static_cast<size_t>(idx)] = 1;
+      if (--moving_[static_cast<size_t>(from)] == 0)
+        send_moving_s_[static_cast<size_t>(from)] +=
+            e.now() - moving_since_[static_cast<size_t>(from)];
       // A task may send two messages (an overlapped pair): the sender waits for both.
       if (--sending_[static_cast<size_t>(from)] == 0) {
         busy_[static_cast<size_t>(from)] = false;
@@ -329,6 +336,8 @@ class Sim final : public Handler {
   static uint64_t input_key(uint64_t payload) { return payload & ~(kFieldMask << kFieldBits); }
 
   void transfer(uint64_t payload, int from, int to, int link) {
+    if (moving_[static_cast<size_t>(from)]++ == 0)
+      moving_since_[static_cast<size_t>(from)] = engine_.now();
     if (in_.p2p_bytes <= 0 || in_.p2p_bytes_per_s <= 0) {  // free: no transfer to show
       engine_.schedule_in(0, id_, kArrived, payload);
       return;
@@ -543,6 +552,9 @@ class Sim final : public Handler {
   std::vector<int> sending_;  // messages a rank's last task still sends
   std::vector<double> busy_s_;
   std::vector<double> send_blocked_s_, send_since_;  // time a rank waited on its own sends
+  // Of that, the time at least one of its messages was moving (after its receive was posted).
+  std::vector<int> moving_;
+  std::vector<double> moving_since_, send_moving_s_;
   std::vector<int> live_, peak_live_;  // (chunk, micro-batch) activations alive on each rank
   std::vector<int> fwd_link_, bwd_link_;
   std::vector<std::vector<std::vector<char>>> ready_;
@@ -755,6 +767,7 @@ PipelineSimResult simulate_pipeline(const PipelineSimInput& in, const IPipelineS
   PipelineSimResult out;
   out.busy_s.assign(static_cast<size_t>(ranks), 0);
   out.send_blocked_s.assign(static_cast<size_t>(ranks), 0);
+  out.send_moving_s.assign(static_cast<size_t>(ranks), 0);
   out.peak_inflight_microbatches.assign(static_cast<size_t>(ranks), 0);
   out.dp_end_s.assign(static_cast<size_t>(ranks), 0);
   out.same_as.assign(static_cast<size_t>(ranks), 0);
@@ -784,6 +797,7 @@ PipelineSimResult simulate_pipeline(const PipelineSimInput& in, const IPipelineS
       const auto f = static_cast<size_t>(full_rank(red.groups[g], static_cast<int>(i)));
       out.busy_s[f] = k.busy_s[i];
       out.send_blocked_s[f] = k.send_blocked_s[i];
+      out.send_moving_s[f] = k.send_moving_s[i];
       out.peak_inflight_microbatches[f] = k.peak_inflight_microbatches[i];
       out.dp_end_s[f] = k.dp_end_s[i];
       out.end_s[f] = k.end_s[i];

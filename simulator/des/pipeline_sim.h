@@ -123,9 +123,13 @@ struct TraceEvent {
 struct PipelineSimResult {
   double makespan_s = 0;
   std::vector<double> busy_s;  // per rank
-  // Per rank: time its compute stream was blocked on its own sends (exposed pipeline
-  // communication, measured from the timeline).
+  // Per rank: time its compute stream was blocked on its own sends, measured from the
+  // timeline: waiting for the receiver to post its receive (a busy peer: pipeline idle time)
+  // and moving the bytes once it had.
   std::vector<double> send_blocked_s;
+  // Per rank: the part of send_blocked_s during which at least one of its messages was moving
+  // (exposed pipeline communication).
+  std::vector<double> send_moving_s;
   // Per rank, the most micro-batches whose activations were alive at once (a forward's
   // activations live from its start to the end of its input-gradient pass), in whole
   // micro-batches of the rank: a chunk of an interleaved or V rank counts 1/v. An overlapped

@@ -219,10 +219,13 @@ StepSimResult simulate_step(const ModelSpec& m, const Cluster& c, const Workload
     e.exposed_comm_s[dp] = std::max(0.0, e.exposed_comm_s[dp]);
   }
   r.pipeline_s = sim.pipeline_end_s;
-  // Exposed pipeline communication from the timeline: what the busiest stage waited on its sends.
-  if (p.pp > 1 && e.busiest_stage < static_cast<int>(sim.send_blocked_s.size()))
+  // Exposed pipeline communication from the timeline: the time the busiest stage's sends held
+  // its compute stream while their bytes moved. The time a send waited for a busy receiver to
+  // post its receive is pipeline idle time and stays in the bubble (as the closed form counts
+  // it): the transfer itself is what a faster link would shorten.
+  if (p.pp > 1 && e.busiest_stage < static_cast<int>(sim.send_moving_s.size()))
     e.exposed_comm_s[static_cast<int>(CommDim::kPP)] =
-        sim.send_blocked_s[static_cast<size_t>(e.busiest_stage)];
+        sim.send_moving_s[static_cast<size_t>(e.busiest_stage)];
   e.step_time_s = sim.makespan_s + rest;
   // Everything the breakdown does not attribute otherwise is the simulated bubble, so the
   // breakdown still sums to the step time.

@@ -203,9 +203,53 @@ TEST(CheckpointGolden, Gpt3On1024A100WithStatedBandwidths) {
   // Read back at 10 GB/s per node (no aggregate limit): 8 shards per node, then to the GPU.
   EXPECT_NEAR(k.load_s, 8 * 14 * params / 1024 / 10e9 + k.d2h_s, 1e-9);
   // Without the parallel save only the first replica's 64 ranks write, 8 per node: 8 nodes.
-  const CheckpointCosts legacy = checkpoint_costs(m, gpt3_cluster(), gpt3_plan(), false);
+  const CheckpointCosts legacy =
+      checkpoint_costs(m, gpt3_cluster(), gpt3_plan(), CheckpointWriters::kFirstReplica);
   EXPECT_EQ(legacy.writers, 64);
   EXPECT_NEAR(legacy.storage_write_s, 8 * 14 * params / 64 / 5e9, 1e-6);  // 61 s
+}
+
+// DeepSpeed's default checkpoint engine (deepspeed/runtime/engine.py _configure_checkpointing,
+// save_checkpoint; deepspeedai/DeepSpeed@edaa7221): data-parallel rank 0 writes the model states
+// (the 16-bit weights), every rank its ZeRO optimizer shard (fp32 master + moments); without
+// ZeRO the first replica writes everything; under ZeRO-3 the weights are not in the state dict.
+// By hand for the plan above (TP8 PP8 DP16 on 1,024 GPUs, 8 per node, 5 GB/s per node, 400 GB/s
+// in all): the first replica is 64 ranks, 8 on each of its 8 nodes.
+TEST(CheckpointGolden, DeepSpeedWritesWeightsFromTheFirstReplicaAndZeroShardsEverywhere) {
+  const ModelSpec m = load_model("gpt3-175b");
+  const double P = static_cast<double>(count_params(m).total());
+  const Cluster c = gpt3_cluster();
+  Plan p = gpt3_plan();  // ZeRO-1
+  const CheckpointCosts k = checkpoint_costs(m, c, p, CheckpointWriters::kDeepSpeed);
+  EXPECT_DOUBLE_EQ(k.size_bytes, 14 * P);
+  EXPECT_DOUBLE_EQ(k.first_replica_bytes, 2 * P);
+  EXPECT_EQ(k.first_replica_writers, 64);
+  EXPECT_EQ(k.writers, 1024);
+  EXPECT_NEAR(k.per_rank_bytes, 2 * P / 64 + 12 * P / 1024, 1);
+  EXPECT_NEAR(k.per_node_bytes, 8 * 2 * P / 64 + 8 * 12 * P / 1024, 8);
+  // A first-replica node writes 43.7 + 16.4 GB at 5 GB/s (12.0 s), longer than the 2.44 TB at
+  // 400 GB/s (6.1 s): the node binds, where the fully parallel save is file-system bound.
+  EXPECT_FALSE(k.file_system_bound);
+  EXPECT_NEAR(k.storage_write_s, (8 * 2 * P / 64 + 8 * 12 * P / 1024) / 5e9, 1e-6);
+  EXPECT_GT(k.storage_write_s, checkpoint_costs(m, c, p).storage_write_s);
+  // Without ZeRO: everything from the first replica, as the legacy format.
+  p.zero = 0;
+  const CheckpointCosts k0 = checkpoint_costs(m, c, p, CheckpointWriters::kDeepSpeed);
+  const CheckpointCosts legacy = checkpoint_costs(m, c, p, CheckpointWriters::kFirstReplica);
+  EXPECT_DOUBLE_EQ(k0.first_replica_bytes, 14 * P);
+  EXPECT_EQ(k0.writers, 64);
+  EXPECT_DOUBLE_EQ(k0.storage_write_s, legacy.storage_write_s);
+  // ZeRO-3: 12 B per parameter, all of it sharded over every rank.
+  p.zero = 3;
+  const CheckpointCosts k3 = checkpoint_costs(m, c, p, CheckpointWriters::kDeepSpeed);
+  EXPECT_DOUBLE_EQ(k3.weights_bytes, 0);
+  EXPECT_DOUBLE_EQ(k3.size_bytes, 12 * P);
+  EXPECT_DOUBLE_EQ(k3.first_replica_bytes, 0);
+  EXPECT_NEAR(k3.per_rank_bytes, 12 * P / 1024, 1);
+  // The stacks: DeepSpeed's own; Megatron, torchtitan and the rest write fully parallel.
+  EXPECT_EQ(checkpoint_writers_of_stack("deepspeed"), CheckpointWriters::kDeepSpeed);
+  EXPECT_EQ(checkpoint_writers_of_stack("megatron"), CheckpointWriters::kEveryRank);
+  EXPECT_EQ(checkpoint_writers_of_stack("torchtitan"), CheckpointWriters::kEveryRank);
 }
 
 TEST(FailureGolden, IntervalsWasteAndGoodputByHand) {

@@ -369,6 +369,22 @@ TEST(OptimizerStep, Fp8QuantizesTheWeightsOncePerStep) {
               1e-12);
 }
 
+// With ZeRO-3 a rank holds and casts only its shard of the weights (the FP8 all-gather's
+// cast: torchao precompute_float8_dynamic_scale_for_fsdp, Megatron-FSDP's FP8 parameter
+// gather): the same bytes per parameter over the linear share of the shard, 1/8 at DP 8.
+TEST(OptimizerStep, Fp8UnderZero3QuantizesTheShardOnly) {
+  const ModelSpec m = load_model("llama3-8b");
+  const HardwareProfile hw = load_profile("dgx-h100");
+  Plan p = plan(1, 8, false);
+  p.zero = 3;
+  const ParamsOnRank prm = params_on_rank(m, p, 0);
+  const double extra = optimizer_step_s(hw, work(Precision::kFp8), p, prm) -
+                       optimizer_step_s(hw, work(Precision::kBf16), p, prm);
+  EXPECT_NEAR(extra,
+              prm.linear / 8 * 4.0 / (hw.gpu.hbm_gbps * 1e9 * hw.efficiency.memory_bw_fraction),
+              1e-12);
+}
+
 // `estimate --ops`: the rows' compute per pass are what the layer cost sums.
 TEST(OpCostRows, PassSumsEqualTheLayerCost) {
   struct Case {

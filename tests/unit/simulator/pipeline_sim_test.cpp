@@ -155,6 +155,10 @@ TEST(PipelineSim, ATransferWaitsForItsReceiveToBePosted) {
   EXPECT_NEAR(r.makespan_s, 18.0, 1e-9);
   EXPECT_NEAR(r.send_blocked_s[0], 6.0, 1e-9);
   EXPECT_NEAR(r.send_blocked_s[1], 2.0, 1e-9);
+  // Of those, the bytes moved 1-2 and 7-8 (stage 0), 14-15 and 16-17 (stage 1): stage 0's
+  // wait 3-7 for stage 1's busy forward is idle time, not communication.
+  EXPECT_NEAR(r.send_moving_s[0], 2.0, 1e-9);
+  EXPECT_NEAR(r.send_moving_s[1], 2.0, 1e-9);
 }
 
 // Megatron-LM schedules.py: in 1F1B's steady state a rank runs F, send_forward_recv_backward,
