@@ -96,8 +96,9 @@ void register_collective(CLI::App& app, CommandContext& ctx) {
         return ok ? "" : "must end in .svg or .html";
       });
   cmd->footer(
-      "Example: dtplan collective --op all_reduce --bytes 350e9 --gpus 1024 --ranks-per-node 1 "
-      "--concurrent-groups 8 --sweep 1K-16G (a 175B model's fp16 gradient across 128 nodes).");
+      "Example: dtplan collective --op all_reduce --bytes 350e9 --gpus 128 --ranks-per-node 1 "
+      "--concurrent-groups 8 --sweep 1K-16G (a 175B model's fp16 gradient over a data-parallel "
+      "group of 128 nodes, one rank per node, beside the 7 other such groups of its nodes' GPUs).");
   cmd->callback([&ctx] {
     if (bytes_text.empty() && sweep.empty())
       throw InputError({}, "--bytes", "give the message size (--bytes) or a range (--sweep)");

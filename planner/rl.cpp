@@ -299,9 +299,11 @@ RlResult evaluate_one(const RlConfig& c, const Inputs& in, TrainingSearches& sea
   const double mean_len = c.response.mean();
   const double seq_tokens = c.prompt_tokens + mean_len;
   // The trainer's sequences: prompt + mean response, rounded up to 128 tokens (the layout's
-  // divisibility); its times are scaled back by the ratio.
+  // divisibility); its times are scaled back by the ratio. The mean comes out of floating-point
+  // arithmetic (a lognormal's exp(mu + sigma^2/2)): a whole multiple of 128 may arrive as
+  // 9216.000000000015, which must not round up to the next 128 (a trial found 9344).
   const int64_t seq =
-      std::max<int64_t>(128, static_cast<int64_t>(std::ceil(seq_tokens / 128.0)) * 128);
+      std::max<int64_t>(128, static_cast<int64_t>(std::ceil(seq_tokens / 128.0 - 1e-9)) * 128);
   const double seq_scale = seq_tokens / static_cast<double>(seq);
   const int64_t mini = c.mini_batch_samples > 0 ? c.mini_batch_samples : N;
   const int n_mini = static_cast<int>((N + mini - 1) / mini);

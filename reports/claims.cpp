@@ -588,8 +588,9 @@ ClaimResult check_claim(const Claim& c, const ClaimCheckOptions& opt) {
       x.hw_flops_per_token = (f.model + f.recompute) / static_cast<double>(w.seq_len);
     }
     out.notes.push_back(fmt::format(
-        "FLOPs per token: {:.3g} (dtplan's count for {} at {} tokens: 6 x {} active parameters "
-        "plus attention)",
+        "FLOPs per token: {:.3g} (dtplan's count for {} at {} tokens, Megatron-LM's "
+        "num_floating_point_operations: 6 FLOPs per GEMM weight of the {} active parameters, "
+        "the input embedding's lookup excluded, plus causal core attention)",
         x.flops_per_token, model->name, w.seq_len, count(count_params(*model).active())));
     if (c.params) {
       const double n = static_cast<double>(count_params(*model).total());

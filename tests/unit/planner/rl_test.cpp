@@ -322,6 +322,25 @@ TEST(RlStep, ArchitecturesKeepTheirInvariants) {
   EXPECT_NEAR(gpu_s(colo, "reward"), phase_s(colo, "reward") * 256, 1e-9);
 }
 
+// The trainer's sequence is prompt + mean response rounded up to 128 tokens. A lognormal's mean
+// comes out of floating-point arithmetic: 1024 + 8192 arrived as 9216.000000000015 and was
+// rounded up to 9344 (a new-user trial), moving the update by 1.4%.
+TEST(RlStep, AWholeMultipleOf128IsNotRoundedUpByFloatingPointNoise) {
+  rl::RlConfig c = example("grpo-70b-colocated.yaml");
+  c.response.mean_tokens = 8192;
+  c.response.max_tokens = 32768;
+  c.response.prepare();
+  ASSERT_NEAR(c.prompt_tokens + c.response.mean(), 9216, 1e-6);
+  const rl::RlResult r = rl::evaluate_rl(c, 1);
+  bool found = false;
+  for (const rl::Derivation& d : r.derivations)
+    if (d.name == "policy update") {
+      found = true;
+      EXPECT_NE(d.value.find(" x 1.000 = "), std::string::npos) << d.value;
+    }
+  EXPECT_TRUE(found);
+}
+
 // Colocated, the trainer keeps its state beside the rollout's share of HBM, so the layout is the
 // fastest whose resident state (weights, gradients, optimizer) fits there: as the engine takes
 // more, the layouts shard more, and none is picked that does not fit (the search took the
