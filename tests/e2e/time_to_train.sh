@@ -44,6 +44,26 @@ print(f"    answer: {d['gpus']} GPUs, {d['time_to_train_days']:.1f} days, {d['pl
 PY
 ok "deadline: whole nodes, above the bound, in time; the ranking on its count" $?
 
+# The answer's band in days (the plan's p10-p90 step ratio); where its p90 misses the deadline
+# the text says so and names the deadline that meets it there: deadline x days / p90 days
+# (Llama 3 8B, 15T tokens in 30 days: 896 GPUs, 26.9 days, p90 30.8 days, 2026-12-07).
+"$bin" search -m llama3-8b -c dgx-h100 --seq 8192 --gbs 512 --train-tokens 15e12 --deadline-days 30 \
+  --top 1 >"$tmp/d8.txt" 2>/dev/null
+python3 - "$tmp/d8.txt" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+days = float(re.search(r"needs \d+ GPUs \(\d+ nodes of \d+\): ([0-9.]+) days", t).group(1))
+m = re.search(r"p10-p90 ([0-9.]+)–([0-9.]+) days(: at its p90 it misses the deadline; to meet it "
+              r"there, search with --deadline-days ([0-9.]+))?", t)
+assert m, t
+lo, hi = float(m.group(1)), float(m.group(2))
+assert lo < days < hi, (lo, days, hi)
+assert (hi > 30) == (m.group(3) is not None), t
+if m.group(3):
+    assert abs(float(m.group(4)) - 30 * days / hi) < 0.06, (m.group(4), 30 * days / hi)
+PY
+ok "deadline text: the answer's p10-p90 in days, and what to ask where p90 misses it" $?
+
 "$bin" report -m gpt3-175b -c dgx-a100-80g -g 256 --gbs 1536 --train-tokens 3e11 --out "$tmp/r.md" \
   2>/dev/null
 grep -q "| time to train 0.3T tokens | " "$tmp/r.md"
