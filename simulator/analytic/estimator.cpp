@@ -266,6 +266,9 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   // per-micro-batch reduce-scatters, ZeRO-3's gathers) expose the most, which delays the whole
   // pipeline, and the one whose trailing reduction ends last.
   DpCost dp_early, dp_trail;
+  // The SM and memory contention of the data-parallel collectives that run beside a rank's
+  // compute (DpCost::hidden_s times the profile's comm_compute_slowdown): the most of any rank.
+  double dp_contention_s = 0;
   int dp_rank = busiest, early_rank = busiest;
   bool early_any = false, trail_any = false;
   if (detail) {
@@ -286,6 +289,9 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
     const double window =
         st.rank_end[static_cast<size_t>(i)] - st.rank_grad_start[static_cast<size_t>(i)];
     const DpCost dc = dp_step_cost(ds, p, layers, mb, f[si], b[si] + wg[si], window, slack);
+    dp_contention_s = std::max(
+        dp_contention_s,
+        src.hw[static_cast<size_t>(src.of(i))]->efficiency.comm_compute_slowdown * dc.hidden_s);
     const double early = dc.exposed_s - dc.trailing_exposed_s - dc.gather_exposed_s;
     const double early_time = dc.time_s - dc.trailing_s - dc.gather_s;
     if (!early_any || early > dp_early.exposed_s ||
@@ -411,8 +417,8 @@ Estimate estimate(const ModelSpec& m, const Cluster& c, const Workload& w, const
   double accounted = e.compute_s + e.recompute_s + e.overhead_s;
   for (int d = 0; d < kCommDims; ++d)
     if (d != dp_dim) accounted += e.exposed_comm_s[d];
-  e.compute_s += std::max(0.0, busy - accounted);
-  e.step_time_s = pipe.total_s + exposed_dp + e.optimizer_s;
+  e.compute_s += std::max(0.0, busy - accounted) + dp_contention_s;
+  e.step_time_s = pipe.total_s + exposed_dp + dp_contention_s + e.optimizer_s;
   add_registered_step_terms(m, c, w, p, e);  // plug-in terms (step_terms.h)
 
   // Throughput and FLOP utilization.

@@ -90,8 +90,9 @@ DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatche
     c.time_s = mb * l * ((gathers_f + 1) * t_ag + t_rs);
     c.bytes = mb * l * ((gathers_f + 1) * s.layer_gather_bytes + s.layer_reduce_bytes);
     // Without prefetching every gather and reduce-scatter waits on the critical path.
-    c.exposed_s =
-        std::max(0.0, std::min(c.time_s, p.zero3_prefetch ? mb * exposed_mb : c.time_s) - slack_s);
+    const double waited = std::min(c.time_s, p.zero3_prefetch ? mb * exposed_mb : c.time_s);
+    c.exposed_s = std::max(0.0, waited - slack_s);
+    c.hidden_s = c.time_s - waited;
   } else {
     // ZeRO-2 reduce-scatters every micro-batch's gradients, each but the last behind the next
     // micro-batch; ZeRO 0-1 reduce once. The last reduction trails the last backward (its
@@ -117,6 +118,13 @@ DpCost dp_step_cost(const DpStage& s, const Plan& p, int layers, int microbatche
     const double earlier =
         p.overlap_grad_reduce ? std::max(0.0, s.reduce_s - (f_s + bw_s)) : s.reduce_s;
     c.exposed_s = (reductions - 1) * earlier + c.trailing_exposed_s + c.gather_exposed_s;
+    // Hidden: the earlier reductions behind the next micro-batches, the bucketed trailing
+    // reduction behind the last backward, the bucketed gather behind the first forward.
+    const double trailing_waited =
+        trailing_exposed_s(s.reduce_s, window_s, p.overlap_grad_reduce, s.bucket_share);
+    c.hidden_s = (reductions - 1) * (s.reduce_s - earlier) +
+                 std::max(0.0, s.reduce_s - trailing_waited) +
+                 std::max(0.0, s.gather_s - c.gather_exposed_s);
   }
   return c;
 }

@@ -87,6 +87,11 @@ struct DpCost {
   // The parameter all-gather after the optimizer step (ZeRO 1-2), alone, and its part of
   // exposed_s (the simulator keeps the closed form's, as it keeps the optimizer's).
   double gather_s = 0, gather_exposed_s = 0, gather_bytes = 0;
+  // What of time_s runs while this rank computes (hidden behind its forward or backward): the
+  // time its compute shares the SMs and memory with the collectives (the profile's
+  // comm_compute_slowdown applies to it, as to overlapped TP communication and as the
+  // discrete-event simulator slows compute while a rank's DP traffic runs).
+  double hidden_s = 0;
 };
 // `window_s`: the rank's last weight-gradient task, which a bucketed reduction overlaps (from
 // the schedule's time(), PipelineInput::rank_grad_start_s: a whole micro-batch's backward in

@@ -60,7 +60,11 @@ lo, hi = float(m.group(1)), float(m.group(2))
 assert lo < days < hi, (lo, days, hi)
 assert (hi > 30) == (m.group(3) is not None), t
 if m.group(3):
-    assert abs(float(m.group(4)) - 30 * days / hi) < 0.06, (m.group(4), 30 * days / hi)
+    # days and p90 are printed to 0.1 and the suggestion is computed from the unrounded ones:
+    # it must lie within what the printed pair allows, each +-0.05, itself rounded to 0.1.
+    lo_s = 30 * (days - 0.05) / (hi + 0.05) - 0.05
+    hi_s = 30 * (days + 0.05) / (hi - 0.05) + 0.05
+    assert lo_s <= float(m.group(4)) <= hi_s, (m.group(4), lo_s, hi_s)
 PY
 ok "deadline text: the answer's p10-p90 in days, and what to ask where p90 misses it" $?
 

@@ -355,6 +355,66 @@ TEST(ParamGather, OverlapHidesAllButTheFirstBucket) {
   EXPECT_DOUBLE_EQ(c.trailing_s, 0.5);  // what the simulator replays: the reduction alone
 }
 
+// What of the data-parallel traffic runs beside the rank's compute (DpCost::hidden_s): with
+// overlap, the bucketed reduction but its trailing part and the gathered parameters but the
+// first bucket; without, nothing. Independent arithmetic on the dp_step_cost contract: a
+// 0.5 s reduction in a 2 s window with a tenth in the last bucket leaves 0.05 s trailing, a
+// 0.3 s gather behind a 1 s forward 0.03 s exposed.
+TEST(DpContention, HiddenIsWhatRunsBesideCompute) {
+  DpStage s;
+  s.reduce_s = 0.5;
+  s.gather_s = 0.3;
+  s.bucket_share = 0.1;
+  Plan p;
+  p.zero = 1;
+  p.overlap_grad_reduce = false;
+  p.overlap_param_gather = false;
+  EXPECT_DOUBLE_EQ(dp_step_cost(s, p, 4, 8, 1.0, 2.0, 2.0, 0.0).hidden_s, 0.0);
+  p.overlap_grad_reduce = true;
+  p.overlap_param_gather = true;
+  const DpCost c = dp_step_cost(s, p, 4, 8, 1.0, 2.0, 2.0, 0.0);
+  EXPECT_NEAR(c.hidden_s, (0.5 - 0.05) + (0.3 - 0.03), 1e-12);
+  EXPECT_NEAR(c.hidden_s + c.exposed_s, c.time_s, 1e-12);
+  // ZeRO-2: the 7 reductions before the last hide behind the next micro-batches as well.
+  p.zero = 2;
+  EXPECT_NEAR(dp_step_cost(s, p, 4, 8, 1.0, 2.0, 2.0, 0.0).hidden_s, 7 * 0.5 + 0.45 + 0.27, 1e-12);
+  // ZeRO-3: prefetched, the gathers and reduce-scatters not exposed ran beside the compute;
+  // blocking (no prefetch), none did.
+  DpStage z;
+  z.layer_gather_s = 0.01;
+  z.layer_reduce_s = 0.02;
+  p.zero = 3;
+  const DpCost pre = dp_step_cost(z, p, 10, 4, 1.0, 2.0, 0.0, 0.0);
+  EXPECT_GT(pre.hidden_s, 0.0);
+  EXPECT_NEAR(pre.hidden_s + pre.exposed_s, pre.time_s, 1e-12);
+  p.zero3_prefetch = false;
+  EXPECT_DOUBLE_EQ(dp_step_cost(z, p, 10, 4, 1.0, 2.0, 0.0, 0.0).hidden_s, 0.0);
+}
+
+// The closed form slows a rank's compute by the profile's comm_compute_slowdown for the
+// data-parallel traffic hidden beside it, as it does for overlapped TP communication and as the
+// discrete-event simulator does while a rank's DP traffic runs (pipeline_sim.cpp): FSDP on
+// 64 H100 (TP1, no TP traffic) is slower by slowdown x the hidden DP time, and the step with
+// the contention off is what it was before.
+TEST(DpContention, HiddenDataParallelTrafficSlowsTheStep) {
+  const ModelSpec m = load_model("llama3-8b");
+  Cluster c = load_cluster("dgx-h100", 64);
+  Plan p = plan(1, 64, false);
+  p.zero = 3;
+  const Workload w = work(Precision::kBf16);
+  const Estimate with = estimate(m, c, w, p);
+  ASSERT_GT(c.profile.efficiency.comm_compute_slowdown, 0.0);
+  const double slowdown = c.profile.efficiency.comm_compute_slowdown;
+  c.profile.efficiency.comm_compute_slowdown = 0;
+  const Estimate without = estimate(m, c, w, p);
+  const int dp = static_cast<int>(CommDim::kDP);
+  const double hidden = without.comm_time_s[dp] - without.exposed_comm_s[dp];
+  ASSERT_GT(hidden, 0.1 * without.comm_time_s[dp]);
+  EXPECT_NEAR(with.step_time_s - without.step_time_s, slowdown * hidden,
+              1e-6 * without.step_time_s);
+  EXPECT_NEAR(with.compute_s - without.compute_s, slowdown * hidden, 1e-6 * without.step_time_s);
+}
+
 // FP8 training quantizes the rank's linear weights once per step (Megatron's
 // is_first_microbatch): delayed scaling on Hopper reads 2 and writes 2 bytes per parameter.
 TEST(OptimizerStep, Fp8QuantizesTheWeightsOncePerStep) {
