@@ -95,6 +95,10 @@ void register_accuracy(CLI::App& app, CommandContext& ctx) {
       }
       return (frameworks[key] = std::move(f)).get();
     };
+    // The zoo, for what the case format leaves out (norm, bias, positions, dropout).
+    std::vector<ModelSpec> zoo;
+    for (const std::string& name : list_model_names()) zoo.push_back(load_model(name));
+    opt.zoo = &zoo;
     std::vector<std::string> prefixes;
     for (size_t at = 0; !group.empty() && at <= group.size();) {
       const size_t comma = std::min(group.find(',', at), group.size());

@@ -308,7 +308,50 @@ FrameworkSettings framework_settings(const FrameworkFacts& f, const AccuracyOpti
   return s;
 }
 
-CaseResult predict_case(const AccuracyCase& c, const AccuracyOptions& opt) {
+namespace {
+
+// What the case format leaves out and the zoo states.
+bool same_unstated(const ModelSpec& a, const ModelSpec& b) {
+  return a.norm == b.norm && a.linear_bias == b.linear_bias &&
+         a.position_embedding == b.position_embedding &&
+         a.attention_dropout == b.attention_dropout && a.hidden_dropout == b.hidden_dropout;
+}
+
+bool same_dimensions(const ModelSpec& a, const ModelSpec& b) {
+  if (a.layers != b.layers || a.hidden != b.hidden || a.heads != b.heads ||
+      a.kv_heads != b.kv_heads || a.head_dim != b.head_dim || a.ffn_hidden != b.ffn_hidden ||
+      a.ffn_act != b.ffn_act || a.vocab != b.vocab || a.tied_embeddings != b.tied_embeddings ||
+      a.moe.has_value() != b.moe.has_value() || a.mla.has_value() != b.mla.has_value())
+    return false;
+  if (a.moe && (a.moe->experts != b.moe->experts || a.moe->topk != b.moe->topk ||
+                a.moe->expert_ffn_hidden != b.moe->expert_ffn_hidden))
+    return false;
+  return !a.mla || a.mla->kv_lora_rank == b.mla->kv_lora_rank;
+}
+
+}  // namespace
+
+const ModelSpec* zoo_match(const ModelSpec& m, const std::vector<ModelSpec>& zoo) {
+  const ModelSpec* found = nullptr;
+  for (const ModelSpec& z : zoo) {
+    if (!same_dimensions(m, z)) continue;
+    if (found && !same_unstated(*found, z)) return nullptr;
+    if (!found) found = &z;
+  }
+  return found;
+}
+
+CaseResult predict_case(const AccuracyCase& case_in, const AccuracyOptions& opt) {
+  // The case model, with what its format leaves out taken from the zoo model it is.
+  AccuracyCase c = case_in;
+  if (opt.zoo)
+    if (const ModelSpec* z = zoo_match(c.model, *opt.zoo)) {
+      c.model.norm = z->norm;
+      c.model.linear_bias = z->linear_bias;
+      c.model.position_embedding = z->position_embedding;
+      c.model.attention_dropout = z->attention_dropout;
+      c.model.hidden_dropout = z->hidden_dropout;
+    }
   CaseResult r;
   r.id = c.id;
   r.group = c.group;

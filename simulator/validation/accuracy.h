@@ -106,7 +106,16 @@ struct AccuracyOptions {
   // version the profile lists selects its overrides; another takes the profile's base values.
   std::function<const FrameworkProfile*(const std::string& name, const std::string& version)>
       framework;
+  // The model zoo (models/*.yaml, each file with its source), or null. The case format has no
+  // norm, bias, position or dropout fields; a case model whose dimensions are a zoo model's
+  // (zoo_match) takes those from it, every case alike; the others keep case_model's rule.
+  const std::vector<ModelSpec>* zoo = nullptr;
 };
+
+// The zoo model a case model is, or null: the one with the same layers, hidden size, heads,
+// KV heads, head dim, FFN width and activation, vocabulary, embedding tying and MoE/MLA shape.
+// Where several match and disagree on what the case format leaves out, none is taken.
+const ModelSpec* zoo_match(const ModelSpec& m, const std::vector<ModelSpec>& zoo);
 
 struct CaseResult {
   std::string id, group;

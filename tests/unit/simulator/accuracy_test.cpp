@@ -243,6 +243,51 @@ TEST(Accuracy, AppliesEachCasesAttention) {
   EXPECT_DOUBLE_EQ(predict_case(f.cases[1], o).predicted_s, flash.predicted_s);
 }
 
+TEST(Accuracy, TakesWhatTheCaseFormatLeavesOutFromTheZooModelItIs) {
+  // The case format has no dropout field and the runner gives a GELU model GPT's 0.1; a zoo
+  // model of the same dimensions states its own (Nemotron-4 340B: none, models/ cites NeMo's
+  // NemotronConfig). Without the dropout masks the same layout needs less memory and time.
+  const std::string plan =
+      "{tp: 8, pp: 1, dp: 1, cp: 1, ep: 1, etp: null, vpp: 1, sp: true, zero: 0, recompute: "
+      "none, schedule: null}";
+  CaseFile f = load_case_file(case_file(
+      "dtplan_cases_zoo.yaml",
+      "version: 2\ncases:\n" +
+          v2_case("a", plan, "{seq_len: 2048, global_batch: 8, micro_batch: 1, precision: bf16}",
+                  kNullFramework)));
+  const AccuracyCase& c = f.cases[0];
+  ASSERT_EQ(c.model.hidden_dropout, 0.1);
+  ModelSpec same = c.model;  // the zoo's copy: no dropout, RMSNorm, RoPE
+  same.name = "zoo-same";
+  same.attention_dropout = same.hidden_dropout = 0;
+  same.norm = NormKind::kRmsNorm;
+  same.position_embedding = PositionEmbedding::kRope;
+  ModelSpec other = same;  // another vocabulary: not this model
+  other.name = "zoo-other";
+  other.vocab = 32001;
+  const std::vector<ModelSpec> zoo{other, same};
+  ASSERT_EQ(zoo_match(c.model, zoo), &zoo[1]);
+  // Two zoo models of these dimensions that disagree: neither is taken.
+  ModelSpec twin = same;
+  twin.hidden_dropout = 0.1;
+  EXPECT_EQ(zoo_match(c.model, std::vector<ModelSpec>{same, twin}), nullptr);
+  EXPECT_EQ(zoo_match(c.model, std::vector<ModelSpec>{other}), nullptr);
+  AccuracyOptions o = options();
+  const CaseResult rule = predict_case(c, o);
+  o.zoo = &zoo;
+  const CaseResult from_zoo = predict_case(c, o);
+  ASSERT_TRUE(rule.skipped.empty() && from_zoo.skipped.empty()) << rule.skipped;
+  ASSERT_TRUE(rule.predicted_peak_memory_gib && from_zoo.predicted_peak_memory_gib);
+  EXPECT_LT(*from_zoo.predicted_peak_memory_gib, *rule.predicted_peak_memory_gib);
+  EXPECT_LT(from_zoo.predicted_s, rule.predicted_s);
+  // A zoo without the model changes nothing.
+  const std::vector<ModelSpec> none{other};
+  o.zoo = &none;
+  EXPECT_DOUBLE_EQ(predict_case(c, o).predicted_s, rule.predicted_s);
+  // The shipped Nemotron-4 340B states no dropout (the case that moved, docs/accuracy.md).
+  EXPECT_EQ(load_model("nemotron4-340b").hidden_dropout, 0.0);
+}
+
 TEST(Accuracy, SearchesAnUnpublishedRecompute) {
   // Micro-batch 16 of 2048 tokens with unfused attention on a 40 GiB A100, TP 1: without
   // recomputation the s x s scores alone take 5*a*s^2*b bytes = 10.7 GB per layer, so `none`
