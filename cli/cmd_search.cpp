@@ -96,7 +96,32 @@ std::string layout(const Plan& p) {
                      p.mbs, sched);
 }
 
-nlohmann::json deadline_to_json(const DeadlineAnswer& a, const SearchFlags& f, const Workload& w) {
+// The answer's band in days (its plan's p10-p90, as estimate gives it) and, where the slow end
+// misses the deadline, the deadline to ask for to meet it there (deadline x days / p90).
+struct DeadlineBand {
+  bool found = false;
+  double low_days = 0, high_days = 0;
+  std::optional<double> suggested_deadline_days;
+};
+
+DeadlineBand deadline_band(const DeadlineAnswer& a, const SearchFlags& f, const Cluster& c,
+                           const ModelSpec& m, const Workload& w, const std::string& stack) {
+  DeadlineBand b;
+  if (!a.found || a.best.estimate.step_time_s <= 0) return b;
+  Cluster at = c;
+  at.num_gpus = a.gpus;
+  const Uncertainty u = uncertainty_of(m, at, w, a.best.plan, a.best.estimate, stack);
+  if (!u.band.found) return b;
+  b.found = true;
+  b.low_days = a.days * u.step_low_s / a.best.estimate.step_time_s;
+  b.high_days = a.days * u.step_high_s / a.best.estimate.step_time_s;
+  if (b.high_days > f.deadline_days)
+    b.suggested_deadline_days = f.deadline_days * a.days / b.high_days;
+  return b;
+}
+
+nlohmann::json deadline_to_json(const DeadlineAnswer& a, const SearchFlags& f, const Cluster& c,
+                                const ModelSpec& m, const Workload& w, const std::string& stack) {
   nlohmann::json j = {{"days", f.deadline_days},   {"train_tokens", w.train_tokens},
                       {"found", a.found},          {"peak_bound_gpus", a.peak_bound_gpus},
                       {"max_gpus", a.max_gpus},    {"counts_searched", a.counts_searched},
@@ -109,6 +134,12 @@ nlohmann::json deadline_to_json(const DeadlineAnswer& a, const SearchFlags& f, c
     j["mfu"] = a.best.estimate.mfu;
     j["step_time_s"] = a.best.estimate.step_time_s;
     if (a.cost_usd) j["cost_usd"] = *a.cost_usd;
+    const DeadlineBand b = deadline_band(a, f, c, m, w, stack);
+    if (b.found) {
+      j["time_to_train_days_interval"] = {b.low_days, b.high_days};
+      j["meets_deadline_at_p90"] = !b.suggested_deadline_days.has_value();
+      if (b.suggested_deadline_days) j["deadline_days_for_p90"] = *b.suggested_deadline_days;
+    }
   } else if (a.fastest_gpus > 0) {
     j["fastest"] = {{"gpus", a.fastest_gpus}, {"time_to_train_days", a.fastest_days}};
   }
@@ -137,19 +168,14 @@ std::string deadline_to_text(const DeadlineAnswer& a, const SearchFlags& f, cons
   // How sure: the plan's band (as estimate gives it) in days. The fewest GPUs meet the deadline
   // at the prediction itself; where the band's slow end misses it, say so and what deadline to
   // ask for to meet it there (a new-user trial: 26.9 days against 30, p90 30.8, with no word).
-  Cluster at = c;
-  at.num_gpus = a.gpus;
-  const Uncertainty u = uncertainty_of(m, at, w, a.best.plan, a.best.estimate, stack);
-  if (u.band.found && a.best.estimate.step_time_s > 0) {
-    const double lo = a.days * u.step_low_s / a.best.estimate.step_time_s;
-    const double hi = a.days * u.step_high_s / a.best.estimate.step_time_s;
-    s += fmt::format("  p10-p90 {:.1f}–{:.1f} days{}\n", lo, hi,
-                     hi > f.deadline_days
+  const DeadlineBand b = deadline_band(a, f, c, m, w, stack);
+  if (b.found)
+    s += fmt::format("  p10-p90 {:.1f}–{:.1f} days{}\n", b.low_days, b.high_days,
+                     b.suggested_deadline_days
                          ? fmt::format(": at its p90 it misses the deadline; to meet it there, "
                                        "search with --deadline-days {:.3g}",
-                                       f.deadline_days * a.days / hi)
+                                       *b.suggested_deadline_days)
                          : "");
-  }
   s += fmt::format("  (searched {} GPU counts above the 100%-MFU bound of {} GPUs; {})\n",
                    a.counts_searched, a.peak_bound_gpus,
                    a.exhaustive
@@ -307,7 +333,9 @@ void register_search(CLI::App& app, CommandContext& ctx) {
     const double gib = units::kGiB;
     if (json) {
       nlohmann::json j = search_to_json(flags, setup, r, evaluator.name(), refine);
-      if (deadline) j["deadline"] = deadline_to_json(*deadline, flags, w);
+      if (deadline)
+        j["deadline"] =
+            deadline_to_json(*deadline, flags, cluster, model, w, setup.framework_stack);
       if (budget) {
         nlohmann::json b = {{"budget_gpu_hours", flags.budget_gpu_hours},
                             {"train_tokens", w.train_tokens},

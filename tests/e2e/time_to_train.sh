@@ -40,6 +40,20 @@ fpt = j["top"][0]["model_flops_per_step"] / (1536 * 2048)
 bound = 1e12 * fpt / (312e12 * 30 * 86400)
 assert d["peak_bound_gpus"] == 8 * -(-bound // 8), (d["peak_bound_gpus"], bound)
 assert j["cluster"]["gpus"] == d["gpus"], (j["cluster"], d)
+# The answer's band in days is its plan's (the ranking's first row at the answer's count), and
+# where its p90 misses the deadline, the deadline to ask for: 30 x days / p90.
+lo, hi = d["time_to_train_days_interval"]
+assert lo < d["time_to_train_days"] < hi, d
+t = j["top"][0]
+assert abs(t["step_time_s"] / d["step_time_s"] - 1) < 1e-12, (t, d)
+tp = t["plan"]
+assert d["plan"].startswith(f"TP{tp['tp']} PP{tp['pp']} DP{tp['dp']} "), (tp, d["plan"])
+assert all(abs(a / b - 1) < 1e-9 for a, b in zip(t["time_to_train_days_interval"], (lo, hi)))
+assert d["meets_deadline_at_p90"] == (hi <= 30), d
+if hi > 30:
+    assert abs(d["deadline_days_for_p90"] / (30 * d["time_to_train_days"] / hi) - 1) < 1e-9, d
+else:
+    assert "deadline_days_for_p90" not in d, d
 print(f"    answer: {d['gpus']} GPUs, {d['time_to_train_days']:.1f} days, {d['plan']}")
 PY
 ok "deadline: whole nodes, above the bound, in time; the ranking on its count" $?
