@@ -322,6 +322,7 @@ void register_launch(CLI::App& app, CommandContext& ctx) {
     if (!nodes_file.empty()) in.hosts = read_nodes_file(nodes_file, r.cluster);
     // The format's framework writes the checkpoints (a profile's stack is the format's).
     r.failure.writers = checkpoint_writers_of_stack(format);
+    check_checkpoint_interval(r);
     set_save_interval(r, in);
     const FrameworkVersion& v = chosen_version(*emitter, in);
     if (const std::string why = emitter->refusal(in); !why.empty())

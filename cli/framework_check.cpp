@@ -48,6 +48,7 @@ FrameworkCheck select_framework(const std::string& spec, const CLI::App& cmd, Re
     FrameworkCheck c = check_framework(spec, r.plan, r.model);
     r.framework = framework_name(c.framework);
     r.failure.writers = checkpoint_writers_of_stack(r.framework);
+    check_checkpoint_interval(r);
     return c;
   }
   FrameworkProfile& f = *profile;
@@ -70,6 +71,7 @@ FrameworkCheck select_framework(const std::string& spec, const CLI::App& cmd, Re
   c.attention_kernel = std::move(kernel);
   r.framework = f.stack;
   r.failure.writers = checkpoint_writers_of_stack(r.framework);
+  check_checkpoint_interval(r);
   c.profile = std::move(profile);
   return c;
 }

@@ -499,21 +499,30 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
   }
   auto hv = validate_against_cluster(r.cluster, w, p);
   violations.insert(violations.end(), hv.begin(), hv.end());
+  if (violations.empty())
+    if (auto ck = checkpoint_interval_violation(r)) violations.push_back(*ck);
+  return r;
+}
+
+std::optional<Violation> checkpoint_interval_violation(const Resolved& r) {
   // The checkpoint interval runs from one save's start to the next: a synchronous save that
   // blocks longer than the interval would leave no time to train (asynchronous saves raise the
   // interval to their write time instead, simulator/cost/reliability.cpp).
-  if (violations.empty() && r.failure.interval_s && !r.failure.async_save) {
-    const CheckpointCosts k = checkpoint_costs(r.model, r.cluster, p, r.failure.writers);
-    if (*r.failure.interval_s <= k.write_s_sync)
-      violations.push_back(
-          {"--checkpoint-interval-s",
-           fmt::format("{:g} s is not longer than one synchronous checkpoint ({:.1f} s: copy to "
-                       "host {:.1f} s + storage write {:.1f} s), which blocks training: the job "
-                       "would do nothing but save; give a longer interval, or --async-save "
-                       "(it blocks only for the copy)",
-                       *r.failure.interval_s, k.write_s_sync, k.d2h_s, k.storage_write_s)});
-  }
-  return r;
+  if (!r.failure.interval_s || r.failure.async_save) return std::nullopt;
+  const CheckpointCosts k = checkpoint_costs(r.model, r.cluster, r.plan, r.failure.writers);
+  if (*r.failure.interval_s > k.write_s_sync) return std::nullopt;
+  return Violation{
+      "--checkpoint-interval-s",
+      fmt::format("{:g} s is not longer than one synchronous checkpoint ({:.1f} s: copy to "
+                  "host {:.1f} s + storage write {:.1f} s, {}), which blocks training: the job "
+                  "would do nothing but save; give a longer interval, or --async-save "
+                  "(it blocks only for the copy)",
+                  *r.failure.interval_s, k.write_s_sync, k.d2h_s, k.storage_write_s,
+                  checkpoint_writers_text(k))};
+}
+
+void check_checkpoint_interval(const Resolved& r) {
+  if (auto v = checkpoint_interval_violation(r)) throw InputError({}, v->flag, v->reason);
 }
 
 // The built-in default job: GPT-3 175B on 32 DGX A100 80GB nodes, laid out as Megatron-LM

@@ -124,6 +124,14 @@ void apply_fp8_options(const std::string& recipe, int amax_history_len, const Ha
 // violations are returned in `violations` (empty = valid).
 Resolved resolve(const SpecOptions& s, const PlanOptions& p, std::vector<Violation>& violations);
 
+// --checkpoint-interval-s against one synchronous save as the framework that runs the plan
+// writes it (r.failure.writers): no violation, or one naming the flag. resolve() checks it
+// with Megatron's writers; whoever sets another framework's (select_framework, launch) checks
+// again with those.
+std::optional<Violation> checkpoint_interval_violation(const Resolved& r);
+// The same, thrown as an InputError naming the flag.
+void check_checkpoint_interval(const Resolved& r);
+
 // The built-in example of `estimate` and `simulate` when no model, cluster or plan flag is
 // given: GPT-3 175B on 32 DGX A100 80GB nodes, TP8 PP8 SP, selective recompute, ZeRO-1.
 void apply_builtin_defaults(SpecOptions& s, PlanOptions& p);

@@ -210,4 +210,19 @@ import json
 w = [x for x in json.load(open('ds70.json'))['warnings'] if x['code'] == 'launch-refused']
 assert w and 'no llama3 rope scaling' in w[0]['message'], w" || fail "launch-refused warning"
 passed=$((passed + 1))
+# The checkpoint interval is checked against one synchronous save as the framework that runs
+# the plan writes it: 150 s passes under Megatron's fully parallel save (123.7 s) and is refused
+# under DeepSpeed's, where data-parallel rank 0 writes the 16-bit weights (176.7 s; Llama 3 70B
+# TP8 PP2 ZeRO-1 on 64 H100, 2026-12-08). It was checked before the framework was known.
+ck=(--model llama3-70b --cluster dgx-h100 --gpus 64 --tp 8 --pp 2 --zero 1 --gbs 256
+    --checkpoint-interval-s 150)
+"$bin" estimate "${ck[@]}" --framework megatron > ck_mg.txt || fail "megatron interval exit $?"
+rc=0; "$bin" estimate "${ck[@]}" --framework deepspeed > ck_ds.txt 2> ck_ds.err || rc=$?
+[ "$rc" = 2 ] || fail "deepspeed interval shorter than its save: exit $rc, want 2"
+grep -q -- "--checkpoint-interval-s: 150 s is not longer than one synchronous checkpoint" ck_ds.err &&
+  grep -q "DeepSpeed: data-parallel rank 0 writes" ck_ds.err || fail "interval message: $(cat ck_ds.err)"
+[ ! -s ck_ds.txt ] || fail "refused estimate still printed"
+rc=0; "$bin" launch "${ck[@]}" --format deepspeed --out ck_launch 2> ck_l.err || rc=$?
+[ "$rc" = 2 ] && [ ! -e ck_launch ] || fail "launch --format deepspeed interval: exit $rc"
+passed=$((passed + 1))
 echo "$passed passed, 0 failed"
