@@ -409,6 +409,12 @@ std::string toml_config(const EmitInput& in, const FrameworkVersion& v, const Fl
   t += fmt::format("context_parallel_degree = {}\n", p.cp);
   t += fmt::format("expert_parallel_degree = {}\n", p.ep);
   t += fmt::format("expert_tensor_parallel_degree = {}\n", p.etp);
+  // FSDP with pipelining: torchtitan's "default" keeps each stage's parameters gathered from
+  // the forward to the backward of every micro-batch (reshard_after_forward = not pp_enabled,
+  // llama3/infra/parallelize.py:327@v0.2.2, distributed/fsdp.py:129-132@b5bcd76); dtplan
+  // prices ZeRO-3 as resharding after every forward (a gather per micro-batch forward and
+  // backward, the shard alone held), so the file asks for that (job_config.py:336@v0.2.2).
+  if (p.zero == 3 && p.pp > 1) t += "fsdp_reshard_after_forward = \"always\"\n";
   if (p.pp > 1) {
     t += fmt::format("pipeline_parallel_schedule = {}\n", toml_string(schedule_name(p.schedule)));
     t += fmt::format("pipeline_parallel_microbatch_size = {}\n", p.mbs);
@@ -492,6 +498,8 @@ std::string python_config(const EmitInput& in, const FrameworkVersion& v, const 
   t += fmt::format("            pipeline_parallel_degree={},\n", p.pp);
   t += fmt::format("            context_parallel_degree={},\n", p.cp);
   t += fmt::format("            expert_parallel_degree={},\n", p.ep);
+  // As in the TOML above: what dtplan prices (configs.py:145@b5bcd76).
+  if (p.zero == 3 && p.pp > 1) t += "            fsdp_reshard_after_forward=\"always\",\n";
   if (p.pp > 1) {
     t += fmt::format("            pipeline_parallel_schedule={},\n",
                      py_string(schedule_name(p.schedule)));

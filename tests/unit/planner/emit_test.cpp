@@ -430,6 +430,12 @@ TEST(Emitters, TorchtitanTomlRoundTrip) {
     EXPECT_EQ(kv["parallelism.context_parallel_degree"], std::to_string(p.cp));
     EXPECT_EQ(kv["parallelism.expert_parallel_degree"], std::to_string(p.ep));
     EXPECT_EQ(kv["parallelism.data_parallel_shard_degree"], std::to_string(p.zero == 3 ? p.dp : 1));
+    // FSDP with pipelining reshards after every forward, as dtplan prices it (torchtitan's
+    // default keeps a stage's parameters gathered: reshard_after_forward = not pp_enabled).
+    if (p.zero == 3 && p.pp > 1)
+      EXPECT_EQ(kv["parallelism.fsdp_reshard_after_forward"], "\"always\"") << c.id;
+    else
+      EXPECT_EQ(kv.count("parallelism.fsdp_reshard_after_forward"), 0u) << c.id;
     EXPECT_EQ(kv["training.global_batch_size"], std::to_string(p.gbs));
     EXPECT_EQ(kv["training.seq_len"], std::to_string(e.work.seq_len));
     EXPECT_EQ(kv["activation_checkpoint.mode"], "\"" + std::string(to_string(p.recompute)) + "\"");
