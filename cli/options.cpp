@@ -460,11 +460,19 @@ Resolved resolve(const SpecOptions& s, const PlanOptions& o, std::vector<Violati
       uneven_split_exists(r.model.layers, p.pp, p.vpp)) {
     p.uneven_pp = true;
     const UnevenEnds u = uneven_ends(r.model.layers, chunks);
+    // Layers per chunk, first to last: each listed up to four chunks, else the middle ones
+    // counted (a new-user trial read "31 / 31 x 0 / 30 (first and last chunks take fewer)").
+    std::string split = fmt::format("{}", u.first);
+    if (chunks <= 4)
+      for (int i = 1; i + 1 < chunks; ++i) split += fmt::format(" / {}", u.middle);
+    else
+      split += fmt::format(" / {} x {}", chunks - 2, u.middle);
+    split += fmt::format(" / {}", u.last);
     fmt::print(stderr,
                "dtplan: note: {} layers do not divide into pp*vpp = {} chunks; using the uneven "
-               "split {} / {} x {} / {} (first and last chunks take fewer; --uneven-pp says so "
-               "explicitly)\n",
-               r.model.layers, chunks, u.first, u.middle, chunks - 2, u.last);
+               "split {} layers per chunk, first to last (Megatron's "
+               "--decoder-first/last-pipeline-num-layers; --uneven-pp says so explicitly)\n",
+               r.model.layers, chunks, split);
   }
   p.overlap_grad_reduce = !o.no_overlap_grad_reduce;
   p.overlap_param_gather = !o.no_overlap_param_gather;

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 
+#include "simulator/schedule/i_pipeline_schedule.h"
+#include "simulator/workload/op.h"
+
 namespace dtplan {
 
 double kernel_ceiling(const HardwareProfile& hw, Precision precision, std::string* what) {
@@ -76,9 +79,18 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
     if (!u.band.found)
       u.warnings.push_back(
           {"no-error-band",
-           fmt::format("no published run of dtplan's record resembles this regime ({}): the "
-                       "figures carry no interval",
-                       r.describe())});
+           u.band.generation_cases == 0
+               ? fmt::format("no published run of dtplan's record resembles this regime ({}): "
+                             "none is on {} GPUs, so the figures carry no interval",
+                             r.describe(), r.generation)
+               : fmt::format("no error band for this regime ({}): dtplan's record holds {} "
+                             "published run(s) on {} GPUs, from {} publication famil{}, and a "
+                             "band needs at least {} runs from {} families (so that one "
+                             "source's errors do not set it); the figures carry no interval",
+                             r.describe(), u.band.generation_cases, r.generation,
+                             u.band.generation_families,
+                             u.band.generation_families == 1 ? "y" : "ies", u.band.needed_cases,
+                             u.band.needed_families)});
     else if (!u.band.dropped.empty())
       u.warnings.push_back(
           {"regime-sparse",
@@ -109,6 +121,21 @@ Uncertainty uncertainty_of(const ModelSpec& m, const Cluster& c, const Workload&
                                   : "no band is given (no-error-band)",
                      hw.host.concurrent_gbps_per_gpu())});
   }
+  // A schedule built to hide the MoE all-to-all behind the paired micro-batch's compute
+  // (DualPipe-V), run with that overlap off: the all-to-all is priced exposed, which is not
+  // what the schedule does (a new-user trial: DeepSeek-V3 on 2048 H800, 56% of the step in
+  // exposed EP communication, 5.7 days per trillion tokens against the report's 3.7).
+  const int ep_dim = static_cast<int>(CommDim::kEP);
+  if (const IPipelineSchedule* s = p.pp > 1 ? find_schedule(p.schedule.str()) : nullptr;
+      s && s->pairs_forward_with_backward() && m.moe && p.ep > 1 && !p.ep_comm_overlap &&
+      e.exposed_comm_s[ep_dim] > 0)
+    u.warnings.push_back(
+        {"ep-overlap-off",
+         fmt::format("schedule {} pairs each forward with another micro-batch's backward to hide "
+                     "the MoE all-to-all behind it, but this plan prices the all-to-all exposed "
+                     "({:.3g} s of the {:.3g} s step): --ep-comm-overlap prices the overlap the "
+                     "schedule is built for (and --moe-dispatcher deepep its kernels)",
+                     p.schedule.str(), e.exposed_comm_s[ep_dim], e.step_time_s)});
   // Tensor parallelism beyond the NVLink domain: priced (its collectives on the scale-out
   // network), but the search rejects it unless asked, and no published run does it.
   if (const int domain = hw.node.placement_domain_gpus(); domain > 0 && p.tp > domain)

@@ -103,6 +103,10 @@ class IPipelineSchedule {
   virtual std::vector<ScheduleTask> task_order(int stage, int p, int v, int m) const = 0;
   // Whether weight gradients are tasks of their own (zero-bubble and V schedules).
   virtual bool splits_weight_gradients() const { return false; }
+  // Whether the schedule runs one micro-batch's forward beside another's backward (kFB pairs),
+  // which exists to hide each one's communication (DualPipe's MoE all-to-all) behind the
+  // other's compute; the overlap itself is priced by the plan's ep_comm_overlap.
+  virtual bool pairs_forward_with_backward() const { return false; }
   // Whether a send waits until its receiver has posted the receive (Megatron's blocking
   // batched send/recv); otherwise receives are posted ahead (asynchronous point-to-point).
   virtual bool rendezvous_sends() const { return false; }

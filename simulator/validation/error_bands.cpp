@@ -139,6 +139,8 @@ std::string band_family(const std::string& group) { return group.substr(0, group
 ErrorBand band_for(const ErrorBandTable& t, const Regime& r, const std::string& exclude_group,
                    const std::string& exclude_family) {
   ErrorBand b;
+  b.needed_cases = kMinCases;
+  b.needed_families = kMinFamilies;
   // The GPU generation is never given up: a band from other generations is no band.
   for (int dropped = 0; dropped < kNumFeatures; ++dropped) {
     std::map<std::string, int> per_family, per_group;
@@ -155,6 +157,8 @@ ErrorBand band_for(const ErrorBandTable& t, const Regime& r, const std::string& 
       ++per_family[fam];
       ++per_group[rec.group];
     }
+    b.generation_cases = static_cast<int>(match.size());  // the last pass: the generation only
+    b.generation_families = static_cast<int>(per_family.size());
     if (static_cast<int>(match.size()) < kMinCases ||
         static_cast<int>(per_family.size()) < kMinFamilies)
       continue;

@@ -74,6 +74,10 @@ struct ErrorBand {
   // The largest run and the longest sequence among the cases the band is built on.
   int max_gpus = 0;
   int64_t max_seq_len = 0;
+  // Without a band, why: the runs of the regime's GPU generation (the one feature never given
+  // up) and their publication families, against what a band needs.
+  int generation_cases = 0, generation_families = 0;
+  int needed_cases = 0, needed_families = 0;
 };
 
 // The band of `r`, leaving out `exclude_group` (for leave-one-group-out) and, when

@@ -225,4 +225,15 @@ grep -q -- "--checkpoint-interval-s: 150 s is not longer than one synchronous ch
 rc=0; "$bin" launch "${ck[@]}" --format deepspeed --out ck_launch 2> ck_l.err || rc=$?
 [ "$rc" = 2 ] && [ ! -e ck_launch ] || fail "launch --format deepspeed interval: exit $rc"
 passed=$((passed + 1))
+# The uneven-split note gives the layers per chunk as they are: Llama 3 70B's 80 layers on PP3
+# are 27 / 27 / 26, DeepSeek-V3's 61 on PP2 31 / 30 (a new-user trial read "27 / 27 x 1 / 26"
+# and "31 / 31 x 0 / 30", each with "first and last chunks take fewer").
+"$bin" estimate --model llama3-70b --cluster dgx-h100 --gpus 24 --tp 8 --pp 3 --gbs 24 \
+  > /dev/null 2> un3.err || fail "uneven PP3 exit $?"
+grep -q "using the uneven split 27 / 27 / 26 layers per chunk, first to last" un3.err ||
+  fail "uneven note: $(cat un3.err)"
+"$bin" estimate --model deepseek-v3 --cluster dgx-h100 --gpus 1024 --pp 2 --ep 64 --gbs 1024 \
+  > /dev/null 2> un2.err || fail "uneven PP2 exit $?"
+grep -q "using the uneven split 31 / 30 layers per chunk" un2.err || fail "uneven note: $(cat un2.err)"
+passed=$((passed + 1))
 echo "$passed passed, 0 failed"

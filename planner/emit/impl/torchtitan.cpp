@@ -242,7 +242,9 @@ Resolved resolve(const EmitInput& in, const FrameworkVersion& v) {
     if (rule.refuses(p, m) && !(is_main(v) && torchtitan_main_lifts(rule)))
       refuse(fmt::format("{} ({})", rule.reason, *rule.source ? rule.source : "dtplan's reading"));
   r.table = is_main(v) ? flavors_main() : flavors_v022();
-  // The flavor of the same shape (layers, width, heads), then every other field.
+  // The flavor of the same shape (layers, width, heads, dense or MoE), then every other field:
+  // a dense flavor is no near match for an MoE model (Mixtral 8x7B was refused as Llama 3 8B
+  // "differing in vocab", found by a new-user trial).
   std::string near;
   for (const Flavor& f : r.table) {
     const std::string d = difference(m, f.spec);
@@ -250,7 +252,8 @@ Resolved resolve(const EmitInput& in, const FrameworkVersion& v) {
       r.flavor = &f;
       break;
     }
-    if (f.spec.layers == m.layers && f.spec.hidden == m.hidden && f.spec.heads == m.heads)
+    if (f.spec.layers == m.layers && f.spec.hidden == m.hidden && f.spec.heads == m.heads &&
+        f.spec.moe.has_value() == m.moe.has_value() && f.spec.mla.has_value() == m.mla.has_value())
       near = fmt::format("{} {} ({}) differs in {}", f.name, f.flavor, f.source, d);
   }
   if (!r.flavor) {
@@ -258,8 +261,12 @@ Resolved resolve(const EmitInput& in, const FrameworkVersion& v) {
     for (const Flavor& f : r.table) names.push_back(fmt::format("{} {}", f.name, f.flavor));
     refuse(near.empty() ? fmt::format("torchtitan {} builds models from registered flavors and "
                                       "none has this architecture ({} layers, hidden {}, {} "
-                                      "heads); dtplan knows: {}",
-                                      v.name, m.layers, m.hidden, m.heads, fmt::join(names, ", "))
+                                      "heads{}); dtplan knows: {}",
+                                      v.name, m.layers, m.hidden, m.heads,
+                                      m.moe ? fmt::format(", MoE of {} experts, top-{}",
+                                                          m.moe->experts, m.moe->topk)
+                                            : "",
+                                      fmt::join(names, ", "))
                         : fmt::format("torchtitan {} would train another model: {}", v.name, near));
   }
   // job_config.py@v0.2.2 (configs.py at main): mixed_precision_param bfloat16|float32 (:282),

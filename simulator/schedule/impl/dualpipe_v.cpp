@@ -109,6 +109,7 @@ class DualPipeV final : public IPipelineSchedule {
     return dualpipe_v_order(s, p, m);
   }
   bool splits_weight_gradients() const override { return true; }
+  bool pairs_forward_with_backward() const override { return true; }
   // time(): the order's timeline (the default); with equal stages its bubble is about
   // DeepSeek's (PP/2 - 1)(F&B + B - 3W) over PP = 2p chunk-stages.
   bool accepts_chunks(int v) const override { return v == 2; }

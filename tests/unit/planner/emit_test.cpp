@@ -805,6 +805,17 @@ TEST(Emitters, RefusalsBeyondTheFlagTables) {
     in.plan = &p;
     return find_emitter(format)->refusal(in);
   };
+  // torchtitan has no Mixtral: the refusal says no flavor has this MoE architecture, not that a
+  // dense flavor of the same shape differs in its vocabulary (a new-user trial).
+  Plan tt_moe = make_plan(2, 1, 1, 32, 8, 1, 1, Recompute::kNone, 1, 256, "1f1b");
+  tt_moe.sp = true;
+  tt_moe.zero = 3;
+  const std::string no_flavor = refusal("torchtitan", "mixtral-8x7b", "dgx-h100", 64, tt_moe);
+  EXPECT_NE(no_flavor.find("none has this architecture (32 layers, hidden 4096, 32 heads, MoE of "
+                           "8 experts, top-2)"),
+            std::string::npos)
+      << no_flavor;
+  EXPECT_EQ(no_flavor.find("differs in vocab"), std::string::npos) << no_flavor;
   Plan moe = make_plan(2, 1, 1, 32, 8, 1, 1, Recompute::kFull, 1, 256, "1f1b");
   moe.ep_comm_overlap = true;
   EXPECT_NE(

@@ -149,6 +149,13 @@ TEST(Uncertainty, WarningsTravelWithTheNumbers) {
   const Uncertainty other_gpus = uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron", {}, &ampere);
   EXPECT_FALSE(other_gpus.band.found);
   EXPECT_TRUE(has(other_gpus, "no-error-band"));
+  auto message = [](const Uncertainty& u, const char* code) {
+    for (const NumberWarning& w : u.warnings)
+      if (w.code == code) return w.message;
+    return std::string();
+  };
+  EXPECT_NE(message(other_gpus, "no-error-band").find("none is on hopper GPUs"), std::string::npos)
+      << message(other_gpus, "no-error-band");
   // A record of this generation under another framework: the band drops the framework, and says
   // so.
   const Uncertainty sparse = uncertainty_of(h.m, h.c, h.w, h.p, h.e, "torchtitan", {}, &hopper);
@@ -160,6 +167,11 @@ TEST(Uncertainty, WarningsTravelWithTheNumbers) {
   const Uncertainty none = uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron", {}, &tiny);
   EXPECT_FALSE(none.band.found);
   EXPECT_TRUE(has(none, "no-error-band"));
+  // Runs of this generation exist, too few: the warning says how many and what a band needs
+  // (a new-user trial read "no published run resembles this regime" beside 59 such runs).
+  EXPECT_NE(message(none, "no-error-band").find("holds 3 published run(s) on hopper GPUs"),
+            std::string::npos)
+      << message(none, "no-error-band");
   EXPECT_DOUBLE_EQ(none.step_low_s, h.e.step_time_s);
   // A shape beyond the record: 4x the longest sequence it holds.
   Case longer = llama8b("dgx-h100");
@@ -182,6 +194,43 @@ TEST(Uncertainty, WarningsTravelWithTheNumbers) {
   const Uncertainty cal = uncertainty_of(h.m, h.c, h.w, h.p, h.e, "megatron",
                                          {"GEMM 1 x 2 x 3 is outside ..."}, &hopper);
   EXPECT_TRUE(has(cal, "outside-calibration"));
+}
+
+// DualPipe-V exists to hide the MoE all-to-all behind the paired micro-batch's compute: run with
+// the overlap off, the plan is priced with the all-to-all exposed, and says so; with
+// --ep-comm-overlap, or under a schedule without paired passes, it does not (a new-user trial:
+// DeepSeek-V3 on 2048 H800 read 5.7 days per trillion tokens against the report's 3.7).
+TEST(Uncertainty, DualPipeWithoutTheAllToAllOverlapSaysSo) {
+  const ModelSpec m = load_model("deepseek-v3");
+  const Cluster c = load_cluster("hgx-h800", 2048);
+  Workload w;
+  w.seq_len = 4096;
+  w.global_batch = 15360;
+  w.precision = Precision::kFp8;
+  w.fp8_recipe = Fp8Recipe::kBlockwise;
+  Plan p;
+  p.pp = 16;
+  p.vpp = 2;
+  p.ep = 64;
+  p.dp = 128;
+  p.zero = 1;
+  p.gbs = 15360;
+  p.uneven_pp = true;
+  p.schedule = "dualpipe-v";
+  auto warned = [&](const Plan& q) {
+    const Estimate e = estimate(m, c, w, q);
+    EXPECT_GT(e.step_time_s, 0);
+    const Uncertainty u = uncertainty_of(m, c, w, q, e, "megatron");
+    return std::any_of(u.warnings.begin(), u.warnings.end(),
+                       [](const NumberWarning& x) { return x.code == "ep-overlap-off"; });
+  };
+  EXPECT_TRUE(warned(p));
+  Plan overlapped = p;
+  overlapped.ep_comm_overlap = true;
+  EXPECT_FALSE(warned(overlapped));
+  Plan interleaved = p;
+  interleaved.schedule = "interleaved";
+  EXPECT_FALSE(warned(interleaved));
 }
 
 // The shipped record holds every predicted case of cases.yaml and gives a band to a plain

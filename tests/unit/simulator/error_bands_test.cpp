@@ -76,11 +76,19 @@ TEST(ErrorBands, ASparseRegimeDropsFeaturesInOrder) {
   // Nothing of this generation: no band (other GPUs do not stand in).
   Regime other = want;
   other.generation = "blackwell";
-  EXPECT_FALSE(band_for(t, other).found);
-  // Too few cases or a single family: no band.
+  const ErrorBand none = band_for(t, other);
+  EXPECT_FALSE(none.found);
+  EXPECT_EQ(none.generation_cases, 0);
+  // Too few cases or a single family: no band, and the band says what it had against what it
+  // needs (the warning's reason).
   ErrorBandTable one_family = ten_cases();
   for (BandRecord& r : one_family.records) r.group = "a_" + r.id;
-  EXPECT_FALSE(band_for(one_family, hopper_bf16()).found);
+  const ErrorBand single = band_for(one_family, hopper_bf16());
+  EXPECT_FALSE(single.found);
+  EXPECT_EQ(single.generation_cases, 10);
+  EXPECT_EQ(single.generation_families, 1);
+  EXPECT_EQ(single.needed_families, 2);
+  EXPECT_GT(single.needed_cases, 0);
 }
 
 TEST(ErrorBands, LeaveOneOutCoverageExcludesTheCase) {
