@@ -258,7 +258,8 @@ Resolved resolve(const EmitInput& in, const FrameworkVersion& v) {
   }
   if (!r.flavor) {
     std::vector<std::string> names;
-    for (const Flavor& f : r.table) names.push_back(fmt::format("{} {}", f.name, f.flavor));
+    for (const Flavor& f : r.table)
+      names.push_back(fmt::format("{} {} ({})", f.name, f.flavor, f.source));
     refuse(near.empty() ? fmt::format("torchtitan {} builds models from registered flavors and "
                                       "none has this architecture ({} layers, hidden {}, {} "
                                       "heads{}); dtplan knows: {}",

@@ -233,6 +233,42 @@ TEST(RingProtocols, LlForSmallMessages) {
   EXPECT_TRUE(found);
 }
 
+// The tree prices NCCL's protocols as the ring does: a tree's LL steps take 0.6/4 of Simple's
+// on NVLink and 5.0/14 across the network, 6.8 us more base, min(0.5 tree bandwidth, llMaxBw);
+// LL128 1.25/4 and 8.5/14, 14 us more base, 0.92 of it (src/graph/tuning.cc, NVIDIA/nccl@5067397c
+// hwLat Tree rows, baseLat Tree {6.8, 14, 0}). A 1 KiB all-reduce on 128 DGX H100 nodes
+// (1024 ranks) runs the tree at LL latency; a 1 GB one the tree or ring at Simple's bandwidth.
+TEST(TreeProtocols, LlForSmallAllReduces) {
+  const HardwareProfile hw = load_profile("dgx-h100");
+  const GroupPlacement g = dense_group(128);
+  const LinkRates l = link_rates(hw, g);
+  const double bytes = 1024;
+  const double intra = 2.0 * 7, inter = 2.0 * 7;  // 8 ranks per node, log2(128) = 7
+  const double ll_bw = std::min(0.25 * l.inter_busbw_gbps, 20.4);
+  const double ll = 6.8e-6 + intra * l.alpha_intra_s * 0.6 / 4.0 +
+                    inter * l.alpha_inter_s * 5.0 / 14.0 + bytes / (ll_bw * 1e9);
+  const double simple =
+      intra * l.alpha_intra_s + inter * l.alpha_inter_s + bytes / (0.5 * l.inter_busbw_gbps * 1e9);
+  ASSERT_LT(ll, simple);
+  const double overhead = hw.efficiency.collective_overhead_us * 1e-6;
+  const CollectiveCost small = collective_cost(hw, CollectiveOp::kAllReduce, bytes, g);
+  EXPECT_EQ(std::string(small.algorithm), "tree");
+  EXPECT_NEAR(small.time_s, ll + overhead, 1e-12);
+  // Large: the tree's Simple protocol (its full bandwidth), where the tree is priced.
+  const double big = 1e9;
+  bool priced = false;
+  for (const AlgorithmCost& a :
+       collective_cost_by_algorithm(hw, CollectiveOp::kAllReduce, big, g)) {
+    if (a.algorithm != "tree") continue;
+    priced = true;
+    EXPECT_NEAR(a.time.time_s(),
+                intra * l.alpha_intra_s + inter * l.alpha_inter_s +
+                    big / (0.5 * l.inter_busbw_gbps * 1e9) + overhead,
+                1e-9);
+  }
+  EXPECT_TRUE(priced);
+}
+
 double price_fn(void*, CollectiveOp op, double bytes, const GroupPlacement& g) {
   static const HardwareProfile hw = load_profile("dgx-h100");
   return collective_cost(hw, op, bytes, g).time_s;
